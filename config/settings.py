@@ -1,0 +1,221 @@
+"""garden settings, chosen by environment variables alone.
+
+Unset, everything is embedded: SQLite under var/, an in-memory channel layer, a local lock
+and a Celery worker on a server-less filesystem transport. DATABASE_URL switches to
+PostgreSQL; REDIS_URL switches the broker, the per-group lock and the channel layer to Redis.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+GARDEN_ENV = env.str("GARDEN_ENV", default="development")
+if GARDEN_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(f"GARDEN_ENV must be 'development' or 'production', not {GARDEN_ENV!r}")
+PRODUCTION = GARDEN_ENV == "production"
+
+VAR_DIR = Path(env.str("GARDEN_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    key = env.str("DJANGO_SECRET_KEY", default="")
+    if key:
+        return key
+    if PRODUCTION:
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY is not set. garden refuses to start in production "
+            "(GARDEN_ENV=production) without a secret key."
+        )
+    # Development: one random key per checkout, kept under var/ so sessions survive restarts.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=[] if PRODUCTION else ["*"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "django_celery_beat",
+    "garden",
+    "groups",
+    "operator_messages",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+
+DATABASE_URL = env.str("DATABASE_URL", default="")
+if DATABASE_URL:
+    DATABASES = {"default": env.db_url_config(DATABASE_URL)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        _pool_max = env.int("GARDEN_DB_POOL_MAX", default=0)
+        if _pool_max:
+            # psycopg 3 pool: connections are returned between queries, so threads waiting on
+            # a model call hold none. CONN_MAX_AGE must stay 0 with a pool.
+            DATABASES["default"]["OPTIONS"] = {
+                "pool": {"min_size": 1, "max_size": _pool_max, "timeout": 30}
+            }
+        else:
+            DATABASES["default"]["CONN_MAX_AGE"] = env.int("GARDEN_DB_CONN_MAX_AGE", default=60)
+            DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": VAR_DIR / "garden.sqlite3",
+            # IMMEDIATE takes the write lock at BEGIN, so the web process and the embedded
+            # worker queue politely instead of failing a lock upgrade mid-transaction.
+            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+LOGIN_URL = "admin:login"
+
+# --- Redis, Celery, Channels ----------------------------------------------------------------
+
+REDIS_URL = env.str("REDIS_URL", default="")
+
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+else:
+    # Server-less transport: a real worker process reads tasks from files under var/.
+    _broker_dir = VAR_DIR / "broker"
+    (_broker_dir / "queue").mkdir(parents=True, exist_ok=True)
+    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
+    (_broker_dir / "control").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+        "polling_interval": 0.05,
+    }
+
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# A step is one model call: the hard limit bounds the longest call plus its retries.
+GARDEN_MODEL_CALL_TIMEOUT = env.float("GARDEN_MODEL_CALL_TIMEOUT", default=60.0)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("GARDEN_TASK_SOFT_TIME_LIMIT", default=240)
+CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=300)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden")},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Per-group lock: Redis when REDIS_URL is set, else a local file lock under var/.
+GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
+GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK_TIME_LIMIT + 30)
+
+# --- DRF ------------------------------------------------------------------------------------
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "garden.api.errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "garden API",
+    "DESCRIPTION": "Groups of LLM agents in one conversation.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- garden ---------------------------------------------------------------------------------
+
+GARDEN_RUNTIME_ROOT = Path(env.str("GARDEN_RUNTIME_ROOT", default=str(VAR_DIR / "runtime")))
+GARDEN_NAME = env.str("GARDEN_NAME", default="garden")
+GARDEN_PROVIDER_RETRY_ATTEMPTS = env.int("GARDEN_PROVIDER_RETRY_ATTEMPTS", default=3)
+GARDEN_PROVIDER_RETRY_SECONDS = env.float("GARDEN_PROVIDER_RETRY_SECONDS", default=120.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("GARDEN_LOG_LEVEL", default="WARNING")},
+}

@@ -1,0 +1,1 @@
+"""The runtime everything else stands on: agents, accounts, conversations, messages."""

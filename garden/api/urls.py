@@ -1,0 +1,11 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
+    path("agents", views.AgentListCreateApi.as_view(), name="agents"),
+    path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
+    path("conversations/<int:conversation_id>/messages", views.ConversationMessagesApi.as_view(),
+         name="conversation-messages"),
+]

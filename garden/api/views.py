@@ -1,0 +1,131 @@
+"""The garden API: model accounts, agents and 1:1 conversations. validate → service → serialize."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from garden import selectors
+from garden.api.errors import ApiError
+from garden.api.serializers import (
+    AgentInput,
+    AgentOutput,
+    ConversationInput,
+    ConversationOutput,
+    MessageInput,
+    ModelAccountInput,
+    ModelAccountOutput,
+)
+from garden.models import Agent
+from garden.services.agents import agent_create, model_account_create
+from garden.services.chat import ChatError, conversation_post_owner_message
+from garden.services.conversations import conversation_create, message_payload
+
+
+def not_found(what: str) -> ApiError:
+    return ApiError("NOT_FOUND", f"No such {what}.", status_code=status.HTTP_404_NOT_FOUND)
+
+
+class ModelAccountListCreateApi(APIView):
+    @extend_schema(responses=ModelAccountOutput(many=True))
+    def get(self, request: Request) -> Response:
+        accounts = selectors.model_account_list(owner=request.user)
+        return Response(ModelAccountOutput(accounts, many=True).data)
+
+    @extend_schema(request=ModelAccountInput, responses={201: ModelAccountOutput})
+    def post(self, request: Request) -> Response:
+        data = ModelAccountInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        account = model_account_create(owner=request.user, **data.validated_data)
+        return Response(ModelAccountOutput(account).data, status=status.HTTP_201_CREATED)
+
+
+class AgentListCreateApi(APIView):
+    @extend_schema(responses=AgentOutput(many=True))
+    def get(self, request: Request) -> Response:
+        agents = selectors.agent_list(owner=request.user).prefetch_related("delegation_allowlist")
+        return Response(AgentOutput(agents, many=True).data)
+
+    @extend_schema(request=AgentInput, responses={201: AgentOutput})
+    def post(self, request: Request) -> Response:
+        data = AgentInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        if "model_account" in v:
+            account = selectors.model_account_list(owner=request.user).filter(pk=v["model_account"]).first()
+            if account is None:
+                raise ApiError("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account")
+        else:
+            from garden.services.agents import scripted_account_for
+
+            account = scripted_account_for(owner=request.user)
+        handles = v["delegation_allowlist"]
+        allow = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))
+        missing = sorted(set(handles) - {a.handle for a in allow})
+        if missing:
+            raise ApiError("UNKNOWN_AGENT", f"Unknown agents: {', '.join(missing)}.",
+                           field="delegation_allowlist")
+        if Agent.objects.filter(owner=request.user, handle=v["handle"]).exists():
+            raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle")
+        try:
+            agent = agent_create(
+                owner=request.user, handle=v["handle"], name=v["name"], model_account=account,
+                instructions=v["instructions"], colour=v["colour"], enabled_tools=v["enabled_tools"],
+                approval_tools=v["approval_tools"], delegation_allowlist=allow,
+            )
+        except IntegrityError as exc:  # a concurrent create took the handle
+            raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle") from exc
+        return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationListCreateApi(APIView):
+    @extend_schema(responses=ConversationOutput(many=True))
+    def get(self, request: Request) -> Response:
+        return Response(ConversationOutput(selectors.conversation_list(owner=request.user), many=True).data)
+
+    @extend_schema(request=ConversationInput, responses={201: ConversationOutput})
+    def post(self, request: Request) -> Response:
+        data = ConversationInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        agent = selectors.agent_list(owner=request.user).filter(pk=data.validated_data["agent"]).first()
+        if agent is None:
+            raise ApiError("AGENT_NOT_FOUND", "No such agent.", field="agent")
+        conversation = conversation_create(
+            owner=request.user, agent=agent, title=data.validated_data["title"]
+        )
+        return Response(ConversationOutput(conversation).data, status=status.HTTP_201_CREATED)
+
+
+class ConversationMessagesApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, conversation_id: int) -> Response:
+        conversation = selectors.conversation_get(owner=request.user, conversation_id=conversation_id)
+        if conversation is None:
+            raise not_found("conversation")
+        try:
+            after = max(0, int(request.query_params.get("after", 0)))
+        except ValueError as exc:
+            raise ApiError("invalid", "after must be an integer.", field="after") from exc
+        messages = selectors.message_list(conversation_id=conversation.pk, after_seq=after)
+        return Response({"conversation": conversation.pk, "last_seq": conversation.last_seq,
+                         "messages": [message_payload(m) for m in messages]})
+
+    @extend_schema(request=MessageInput, responses={202: dict})
+    def post(self, request: Request, conversation_id: int) -> Response:
+        conversation = selectors.conversation_get(owner=request.user, conversation_id=conversation_id)
+        if conversation is None:
+            raise not_found("conversation")
+        data = MessageInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            with transaction.atomic():
+                message = conversation_post_owner_message(
+                    owner=request.user, conversation=conversation, text=data.validated_data["text"]
+                )
+        except ChatError as exc:
+            raise ApiError(exc.code, str(exc), field=exc.field) from exc
+        return Response(message_payload(message), status=status.HTTP_202_ACCEPTED)

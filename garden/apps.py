@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class GardenConfig(AppConfig):
+    name = "garden"
+    verbose_name = "garden"
+
+    def ready(self) -> None:
+        from . import signals  # noqa: F401

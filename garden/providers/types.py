@@ -1,0 +1,177 @@
+"""Neutral request/reply types shared by every provider adapter.
+
+Providers know two roles, user and assistant. Everything garden sends to a model is expressed
+with these frozen dataclasses; each adapter maps them to and from its own wire format, so an
+agent's history survives a change of provider between turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True)
+class TextBlock:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool invocation requested by the model (assistant side)."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    type: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The answer to one ToolCall, sent back on the user side and paired by call id."""
+
+    call_id: str
+    content: str
+    is_error: bool = False
+    type: Literal["tool_result"] = "tool_result"
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """A reference to a stored artifact (document, chart, picture); never its bytes."""
+
+    artifact_id: str
+    kind: str
+    title: str
+    type: Literal["artifact_ref"] = "artifact_ref"
+
+
+Block = Union[TextBlock, ToolCall, ToolResult, ArtifactRef]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: tuple[Block, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: a name, a description and a JSON Schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    system: str
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 1024
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: tuple[Block, ...]
+    stop_reason: str = "end_turn"
+    usage: Usage = Usage()
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+
+@dataclass(frozen=True)
+class AccountConfig:
+    """What an adapter needs to reach a model; built from a ModelAccount by the caller.
+
+    ``api_key`` is resolved from the account's secret reference at call time and is never
+    stored on the account row or returned by the API.
+    """
+
+    provider: str
+    model: str
+    base_url: str = ""
+    api_key: str = ""
+    timeout: float = 60.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# --- failures -------------------------------------------------------------------------------
+
+
+class ProviderError(Exception):
+    """Base of every adapter failure. ``code`` is a stable name for logs and the API."""
+
+    code = "PROVIDER_ERROR"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ConfirmedRejection(ProviderError):
+    """The provider refused before doing any work (HTTP 429, or a 4xx it answered at once).
+
+    The reservation for this call may be released: no model ran.
+    """
+
+    code = "PROVIDER_REJECTED"
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class AmbiguousFailure(ProviderError):
+    """The call may or may not have run (timeout, reset after send, 5xx): keep the reservation."""
+
+    code = "PROVIDER_AMBIGUOUS"
+
+
+class ProviderTimeout(AmbiguousFailure):
+    code = "PROVIDER_TIMEOUT"
+
+
+class ProviderConnectionLost(AmbiguousFailure):
+    code = "PROVIDER_CONNECTION_LOST"
+
+
+class ProviderServerError(AmbiguousFailure):
+    code = "PROVIDER_SERVER_ERROR"
+
+
+class MalformedReply(AmbiguousFailure):
+    """The provider answered 2xx but the body could not be read as a reply.
+
+    Ambiguous: the model probably ran, so the reservation is kept.
+    """
+
+    code = "PROVIDER_MALFORMED_REPLY"
+
+
+class ProviderConfigError(ProviderError):
+    """The account is unusable (unknown provider, missing model). Nothing was sent."""
+
+    code = "PROVIDER_CONFIG"

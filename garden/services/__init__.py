@@ -1,0 +1,1 @@
+"""Writes. Each service is keyword-only and named <entity>_<action>."""

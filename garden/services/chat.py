@@ -1,0 +1,127 @@
+"""The 1:1 path: a person posts to an agent's conversation; one model call answers it.
+
+This is the walking skeleton the group loop reuses: transcript → neutral request → the
+agent's own provider (outside any transaction) → the reply stored under the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from garden.models import Conversation, Message
+from garden.providers import (
+    ChatMessage,
+    ChatRequest,
+    ConfirmedRejection,
+    ProviderError,
+    TextBlock,
+    get_provider,
+)
+from garden.selectors import account_config
+from garden.services.conversations import message_append, text_block
+from garden.transcript import blocks_from_json, blocks_to_json
+
+log = logging.getLogger(__name__)
+
+
+class ChatError(Exception):
+    """A named refusal of the 1:1 path; ``code`` and ``field`` reach the API as a 400."""
+
+    def __init__(self, code: str, message: str, *, field: str = "non_field_errors") -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+
+def conversation_post_owner_message(
+    *, owner: AbstractBaseUser, conversation: Conversation, text: str
+) -> Message:
+    """Store the owner's turn and enqueue the agent's reply after commit."""
+    text = text.strip()
+    if not text:
+        raise ChatError("EMPTY_CONTENT", "The message is empty.", field="text")
+    if conversation.owner_id != owner.pk or conversation.agent_id is None:
+        raise ChatError("CONVERSATION_NOT_FOUND", "No such conversation.", field="conversation")
+    if conversation.status != Conversation.Status.OPEN:
+        raise ChatError("CONVERSATION_CLOSED", "This conversation is closed.", field="conversation")
+    if not conversation.agent.can_run:
+        raise ChatError("AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation")
+    from garden.tasks import chat_reply
+
+    with transaction.atomic():
+        message = message_append(
+            conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
+            content=[text_block(text)],
+        )
+        transaction.on_commit(lambda: chat_reply.delay(message.pk))
+    return message
+
+
+def _request_for(conversation: Conversation, upto_seq: int) -> ChatRequest:
+    agent = conversation.agent
+    messages: list[ChatMessage] = []
+    for m in conversation.messages.filter(seq__lte=upto_seq).exclude(kind=Message.Kind.ACTIVITY):
+        if m.speaker_kind == Message.SpeakerKind.AGENT and m.speaker_agent_id == agent.pk:
+            role, blocks = "assistant", blocks_from_json(m.content)
+        elif m.speaker_kind == Message.SpeakerKind.OWNER:
+            role, blocks = "user", blocks_from_json(m.content)
+        else:
+            role, blocks = "user", (TextBlock(f"garden said: {m.text}"),)
+        if messages and messages[-1].role == role:
+            messages[-1] = ChatMessage(role, messages[-1].content + blocks)
+        else:
+            messages.append(ChatMessage(role, blocks))
+    return ChatRequest(system=agent.instructions, messages=tuple(messages))
+
+
+def chat_reply(*, message_id: int) -> Message | None:
+    """Answer the owner's turn ``message_id`` once. Idempotent: a second delivery does nothing.
+
+    The model call happens outside any transaction. Confirmed rejections are retried within
+    the retry ceiling (attempts and seconds); anything else ends with an honest notice.
+    """
+    owner_message = (
+        Message.objects.select_related("conversation__agent__model_account")
+        .filter(pk=message_id, speaker_kind=Message.SpeakerKind.OWNER).first()
+    )
+    if owner_message is None or Message.objects.filter(in_reply_to=owner_message).exists():
+        return None
+    conversation = owner_message.conversation
+    agent = conversation.agent
+    request = _request_for(conversation, owner_message.seq)
+    deadline = time.monotonic() + settings.GARDEN_PROVIDER_RETRY_SECONDS
+    attempts = settings.GARDEN_PROVIDER_RETRY_ATTEMPTS
+    content: list[dict] = []
+    failed = False
+    for attempt in range(1, attempts + 1):
+        try:
+            reply = get_provider(account_config(agent.model_account)).complete(request)
+            content = blocks_to_json(reply.content) or [text_block("")]
+            break
+        except ConfirmedRejection as exc:
+            wait = min(exc.retry_after or 2.0**attempt, 30.0)
+            if attempt == attempts or time.monotonic() + wait > deadline:
+                content = [text_block(f"The reply did not come: the provider refused ({exc.code}).")]
+                failed = True
+                break
+            time.sleep(wait)
+        except ProviderError as exc:
+            content = [text_block(f"The reply did not come ({exc.code}).")]
+            failed = True
+            break
+    kind = Message.Kind.NOTICE if failed else Message.Kind.TURN
+    speaker = Message.SpeakerKind.GARDEN if failed else Message.SpeakerKind.AGENT
+    try:
+        return message_append(
+            conversation_id=conversation.pk, speaker_kind=speaker,
+            speaker_agent=agent if speaker == Message.SpeakerKind.AGENT else None,
+            content=content, kind=kind, in_reply_to=owner_message,
+        )
+    except IntegrityError:
+        # Another delivery answered first; the unique reply constraint kept one answer.
+        return Message.objects.filter(in_reply_to=owner_message).first()

@@ -1,0 +1,90 @@
+"""Writes for conversations and their messages; the only place a turn's seq is assigned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from garden import events
+from garden.models import Agent, Conversation, Message
+
+
+def conversation_create(
+    *, owner: AbstractBaseUser, agent: Agent | None = None, group: Any = None, title: str = "",
+    carried_summary: str = "",
+) -> Conversation:
+    conversation = Conversation.objects.create(
+        owner=owner, agent=agent, group=group, title=title, carried_summary=carried_summary,
+    )
+    return conversation
+
+
+def message_payload(message: Message) -> dict[str, Any]:
+    """The one JSON shape of a turn, used by the API and by live events alike."""
+    agent = message.speaker_agent if message.speaker_agent_id else None
+    return {
+        "id": message.pk,
+        "conversation": message.conversation_id,
+        "seq": message.seq,
+        "speaker": {
+            "kind": message.speaker_kind,
+            "agent": agent.pk if agent else None,
+            "handle": agent.handle if agent else None,
+            "name": agent.name if agent else ("You" if message.speaker_kind == "owner" else "garden"),
+            "colour": agent.colour if agent else None,
+        },
+        "kind": message.kind,
+        "content": message.content,
+        "request": message.request_id,
+        "addressed_agent": message.addressed_agent_id,
+        "created_at": message.created_at.isoformat() if message.created_at else None,
+    }
+
+
+def message_append(
+    *,
+    conversation_id: int,
+    speaker_kind: str,
+    content: list[dict[str, Any]],
+    speaker_agent: Agent | None = None,
+    kind: str = Message.Kind.TURN,
+    request_id: int | None = None,
+    in_reply_to: Message | None = None,
+    addressed_agent: Agent | None = None,
+    reply_to_call_id: str = "",
+    step: int | None = None,
+    channel: str | None = None,
+) -> Message:
+    """Append one turn with the next seq and push it after commit.
+
+    Takes FOR UPDATE on the conversation row for the seq, so concurrent appends serialise.
+    ``channel`` overrides the event channel (groups push to the group's channel).
+    """
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        conversation.last_seq += 1
+        conversation.save(update_fields=["last_seq"])
+        message = Message.objects.create(
+            conversation=conversation, seq=conversation.last_seq, speaker_kind=speaker_kind,
+            speaker_agent=speaker_agent, kind=kind, content=content, request_id=request_id,
+            in_reply_to=in_reply_to, addressed_agent=addressed_agent,
+            reply_to_call_id=reply_to_call_id, step=step,
+        )
+        events.send_event_on_commit(
+            channel=channel or events.conversation_channel(conversation.pk),
+            event={"type": "message.created", "seq": message.seq, "message": message_payload(message)},
+        )
+    return message
+
+
+def conversation_close(*, conversation: Conversation) -> None:
+    conversation.status = Conversation.Status.CLOSED
+    conversation.closed_at = timezone.now()
+    conversation.save(update_fields=["status", "closed_at"])
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}

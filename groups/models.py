@@ -1,0 +1,162 @@
+"""Groups: a team of agents in one conversation, its requests and the budget's audit rows."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+WORKING_CALLS = 11
+SYNTHESIS_CALLS = 1
+MAINTENANCE_CALLS = 1
+# Conservative, well under the smallest common model's context (8k tokens ≈ 32k chars),
+# since every member turn re-sends the whole room.
+DEFAULT_ROOM_CAP_CHARS = 24_000
+
+
+class Group(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_groups"
+    )
+    name = models.CharField(max_length=100)
+    coordinator = models.ForeignKey(
+        "garden.Agent", on_delete=models.PROTECT, related_name="coordinated_groups"
+    )
+    members = models.ManyToManyField(
+        "garden.Agent", through="Membership", related_name="agent_groups"
+    )
+    room_cap_chars = models.PositiveIntegerField(default=DEFAULT_ROOM_CAP_CHARS)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def memory_scope(self) -> str:
+        return f"group:{self.pk}"
+
+
+class Membership(models.Model):
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="memberships")
+    agent = models.ForeignKey("garden.Agent", on_delete=models.PROTECT, related_name="memberships")
+    position = models.PositiveIntegerField(default=0)
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["group_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["group", "agent"], name="membership_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent} in {self.group}"
+
+
+class GroupRequest(models.Model):
+    """One owner request (or one mission run) against a group.
+
+    The budget counters on this row are the limit: every model call is reserved here with a
+    conditional UPDATE before it is dispatched. ``fence`` orders the steps of the request: a
+    step claims ``fence + 1`` and every later write of that step is conditional on it.
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+        SYNTHESIZING = "synthesizing", "Synthesizing"
+        COMPLETED = "completed", "Completed"
+        STOPPED = "stopped", "Stopped"
+        FAILED = "failed", "Failed"
+
+    ACTIVE_STATES = (State.RUNNING, State.AWAITING_APPROVAL, State.SYNTHESIZING)
+    FINISHED_STATES = (State.COMPLETED, State.STOPPED, State.FAILED)
+
+    class Source(models.TextChoices):
+        OWNER = "owner", "Owner message"
+        MISSION = "mission", "Mission"
+
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="requests")
+    conversation = models.ForeignKey(
+        "garden.Conversation", on_delete=models.CASCADE, related_name="group_requests"
+    )
+    message = models.ForeignKey(
+        "garden.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.OWNER)
+    state = models.CharField(max_length=20, choices=State.choices, default=State.QUEUED)
+    working_reserved = models.PositiveSmallIntegerField(default=0)
+    synthesis_reserved = models.PositiveSmallIntegerField(default=0)
+    maintenance_reserved = models.PositiveSmallIntegerField(default=0)
+    fence = models.PositiveIntegerField(default=0)
+    queue = models.JSONField(default=list, blank=True)
+    outcome_code = models.CharField(max_length=40, blank=True)
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group"],
+                condition=Q(state__in=["running", "awaiting_approval", "synthesizing"]),
+                name="one_active_request_per_group",
+            ),
+            models.CheckConstraint(
+                condition=Q(working_reserved__lte=WORKING_CALLS), name="working_within_budget"
+            ),
+            models.CheckConstraint(
+                condition=Q(synthesis_reserved__lte=SYNTHESIS_CALLS), name="synthesis_within_budget"
+            ),
+            models.CheckConstraint(
+                condition=Q(maintenance_reserved__lte=MAINTENANCE_CALLS),
+                name="maintenance_within_budget",
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "updated_at"], name="request_state_updated")]
+
+    def __str__(self) -> str:
+        return f"Request {self.pk} ({self.state})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in self.FINISHED_STATES
+
+
+class CallReservation(models.Model):
+    """The audit trail of one reserved model call; the request row's counters are the limit."""
+
+    class Purpose(models.TextChoices):
+        WORKING = "working", "Working"
+        SYNTHESIS = "synthesis", "Synthesis"
+        MAINTENANCE = "maintenance", "Maintenance"
+
+    class Status(models.TextChoices):
+        RESERVED = "reserved", "Reserved"
+        CONSUMED = "consumed", "Consumed"
+        RELEASED = "released", "Released"
+
+    request = models.ForeignKey(GroupRequest, on_delete=models.CASCADE, related_name="reservations")
+    purpose = models.CharField(max_length=12, choices=Purpose.choices)
+    agent = models.ForeignKey("garden.Agent", on_delete=models.PROTECT, related_name="+")
+    fence = models.PositiveIntegerField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RESERVED)
+    reason = models.CharField(max_length=60, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.purpose} call {self.pk} ({self.status})"

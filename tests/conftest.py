@@ -1,0 +1,123 @@
+"""Suite-wide fixtures: users with built-in agents, API clients, and the service gates.
+
+Tests marked ``postgres`` or ``redis`` need that service. Unreachable, they skip with a reason,
+unless GARDEN_REQUIRE_SERVICES=1 (CI), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+REQUIRE = os.environ.get("GARDEN_REQUIRE_SERVICES") == "1"
+
+
+def _redis_ok() -> str | None:
+    if not settings.REDIS_URL:
+        return "REDIS_URL is not set and no Redis answers on 127.0.0.1:6379"
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1).ping()
+    except Exception as exc:  # any failure to reach it is the reason
+        return f"Redis at {settings.REDIS_URL} is unreachable: {exc}"
+    return None
+
+
+def _postgres_ok() -> str | None:
+    if connection.vendor != "postgresql":
+        return "DATABASE_URL does not point at PostgreSQL (running on SQLite)"
+    return None
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, check in (("postgres", _postgres_ok), ("redis", _redis_ok)):
+        if item.get_closest_marker(marker):
+            reason = check()
+            if reason:
+                if REQUIRE:
+                    pytest.fail(f"GARDEN_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
+                pytest.skip(reason)
+
+
+def pytest_report_header(config) -> list[str]:
+    db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    return [f"garden: database={db} redis={'yes' if settings.REDIS_URL else 'no'} "
+            f"require_services={REQUIRE}"]
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_user(username="owner", password="pw-owner-123")
+
+
+@pytest.fixture
+def stranger(django_user_model):
+    return django_user_model.objects.create_user(username="stranger", password="pw-stranger-123")
+
+
+@pytest.fixture
+def api(owner):
+    """An API client signed in as ``owner`` that enforces CSRF like a browser session."""
+    from rest_framework.test import APIClient
+
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(owner)
+    return CsrfClient(client)
+
+
+class CsrfClient:
+    """Wraps APIClient: fetches a CSRF token once and sends it on every write."""
+
+    def __init__(self, client) -> None:
+        from django.middleware.csrf import _get_new_csrf_string
+
+        self.client = client
+        self.token = _get_new_csrf_string()
+        client.cookies[settings.CSRF_COOKIE_NAME] = self.token
+
+    def get(self, path, data=None, **kw):
+        return self.client.get(path, data, **kw)
+
+    def _write(self, method, path, data=None, csrf=True, **kw):
+        headers = {"HTTP_X_CSRFTOKEN": self.token} if csrf else {}
+        return getattr(self.client, method)(path, data, format="json", **headers, **kw)
+
+    def post(self, path, data=None, **kw):
+        return self._write("post", path, data, **kw)
+
+    def patch(self, path, data=None, **kw):
+        return self._write("patch", path, data, **kw)
+
+    def delete(self, path, data=None, **kw):
+        return self._write("delete", path, data, **kw)
+
+
+@pytest.fixture
+def celery_worker_thread(transactional_db):
+    """A real Celery worker (consumer, pool, acks) running in this process on the configured
+    broker: Redis when REDIS_URL is set, else the filesystem transport."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+
+    app.control.purge()
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
+                      loglevel="WARNING", shutdown_timeout=15):
+        yield app
+
+
+def wait_for(predicate, *, timeout: float = 20.0, interval: float = 0.05):
+    """Poll ``predicate`` until it returns a truthy value; fail the test with a clear message."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    pytest.fail(f"condition not met within {timeout}s: {getattr(predicate, '__name__', predicate)}")

@@ -1,0 +1,110 @@
+"""The garden API: owner-only reads, CSRF on writes, 400 with a field and a code that writes nothing."""
+
+import pytest
+
+from garden.models import Agent, Conversation, Message, ModelAccount
+
+pytestmark = pytest.mark.django_db
+
+
+def counts():
+    return (ModelAccount.objects.count(), Agent.objects.count(), Conversation.objects.count(),
+            Message.objects.count())
+
+
+def assert_rejected(response, field, code=None, status=400):
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["code"]
+    fields = {(e["field"], e["code"]) for e in body["errors"]}
+    assert any(f == field and (code is None or c == code) for f, c in fields), body
+
+
+@pytest.mark.parametrize(
+    ("path", "payload", "field", "code"),
+    [
+        ("/api/model-accounts", {}, "name", "required"),
+        ("/api/model-accounts", {"name": "x", "provider": "nope"}, "provider", "invalid_choice"),
+        ("/api/model-accounts", {"name": "x", "provider": "openai"}, "model", "required"),
+        ("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
+                                 "secret_ref": "sk-live-123"}, "secret_ref", "invalid"),
+        ("/api/agents", {"name": "Ledger"}, "handle", "required"),
+        ("/api/agents", {"handle": "bad handle!", "name": "L"}, "handle", "invalid"),
+        ("/api/agents", {"handle": "concierge", "name": "Dup"}, "handle", "HANDLE_TAKEN"),
+        ("/api/agents", {"handle": "x", "name": "X", "model_account": 999999}, "model_account",
+         "MODEL_ACCOUNT_NOT_FOUND"),
+        ("/api/agents", {"handle": "x", "name": "X", "delegation_allowlist": ["ghost"]},
+         "delegation_allowlist", "UNKNOWN_AGENT"),
+        ("/api/agents", {"handle": "x", "name": "X", "colour": "red"}, "colour", "invalid"),
+        ("/api/conversations", {"agent": "abc"}, "agent", "invalid"),
+        ("/api/conversations", {"agent": 999999}, "agent", "AGENT_NOT_FOUND"),
+    ],
+)
+def test_bad_input_is_a_400_with_field_and_code_and_writes_nothing(api, path, payload, field, code):
+    before = counts()
+    assert_rejected(api.post(path, payload), field, code)
+    assert counts() == before
+
+
+def test_empty_message_is_refused_and_writes_nothing(api, owner):
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    conv = api.post("/api/conversations", {"agent": agent.pk}).json()
+    before = counts()
+    assert_rejected(api.post(f"/api/conversations/{conv['id']}/messages", {"text": "   "}), "text", "blank")
+    assert_rejected(api.post(f"/api/conversations/{conv['id']}/messages", {}), "text", "required")
+    assert counts() == before
+
+
+def test_writes_without_csrf_are_forbidden_and_write_nothing(api):
+    before = counts()
+    response = api.post("/api/agents", {"handle": "ledger", "name": "Ledger"}, csrf=False)
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["message"]
+    assert counts() == before
+
+
+def test_anonymous_is_refused(client):
+    assert client.get("/api/agents").status_code == 403
+
+
+def test_model_account_output_never_carries_a_key(api, monkeypatch):
+    monkeypatch.setenv("GARDEN_TEST_KEY", "sk-secret-value")
+    response = api.post("/api/model-accounts", {"name": "OpenAI", "provider": "openai", "model": "gpt-4o-mini",
+                                                "secret_ref": "env:GARDEN_TEST_KEY"})
+    assert response.status_code == 201, response.content
+    listing = api.get("/api/model-accounts").content.decode()
+    assert "sk-secret-value" not in listing and "env:GARDEN_TEST_KEY" in listing
+
+
+def test_create_agent_and_list_only_ones_own(api, owner, stranger):
+    created = api.post("/api/agents", {"handle": "ledger", "name": "Ledger", "delegation_allowlist": ["concierge"]})
+    assert created.status_code == 201, created.content
+    assert created.json()["delegation_allowlist"] == ["concierge"]
+    handles = {a["handle"] for a in api.get("/api/agents").json()}
+    assert handles == {"father", "concierge", "ledger"}
+    assert Agent.objects.filter(owner=stranger).count() == 2
+
+
+def test_another_users_conversation_is_404(api, stranger):
+    theirs = Conversation.objects.create(owner=stranger, agent=Agent.objects.get(owner=stranger, handle="concierge"))
+    assert api.get(f"/api/conversations/{theirs.pk}/messages").status_code == 404
+    before = counts()
+    assert api.post(f"/api/conversations/{theirs.pk}/messages", {"text": "hi"}).status_code == 404
+    assert counts() == before
+
+
+def test_posting_stores_the_owner_turn_and_answers_202(api, owner, django_capture_on_commit_callbacks):
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    conv = api.post("/api/conversations", {"agent": agent.pk}).json()
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.post(f"/api/conversations/{conv['id']}/messages", {"text": "hello"})
+    assert response.status_code == 202
+    body = response.json()
+    assert body["speaker"]["kind"] == "owner" and body["seq"] == 1
+    # The enqueue and the live event wait for commit.
+    assert len(callbacks) == 2
+
+
+def test_openapi_schema_is_served(api):
+    response = api.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
