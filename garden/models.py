@@ -231,3 +231,132 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class MemoryNote(models.Model):
+    """A durable note or preference in one memory scope.
+
+    Scopes: ``private:<agent id>``, ``shared:<owner id>``, ``group:<group id>``. The scope of a
+    write or a recall comes from the trusted run context, never from model-supplied ids.
+    """
+
+    class Kind(models.TextChoices):
+        NOTE = "note", "Note"
+        PREFERENCE = "preference", "Preference"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_notes"
+    )
+    scope = models.CharField(max_length=60, db_index=True)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.NOTE)
+    text = models.TextField()
+    written_by = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.kind}: {self.text[:40]}"
+
+
+class Approval(models.Model):
+    """A member's pending tool action, waiting for a person's decision."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approvals"
+    )
+    request = models.ForeignKey(
+        "groups.GroupRequest", on_delete=models.CASCADE, null=True, blank=True,
+        related_name="approvals",
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="approvals"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="approvals")
+    tool_call_id = models.CharField(max_length=100)
+    action = models.JSONField(help_text="The exact tool call: {name, arguments}.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    surface = models.CharField(max_length=20, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+",
+    )
+    reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "tool_call_id"], name="approval_one_per_tool_call"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action.get('name', '?')} by {self.agent} ({self.status})"
+
+
+class Goal(models.Model):
+    """What a run works towards. ``origin`` links it to the conversation that asked for it."""
+
+    class Kind(models.TextChoices):
+        CONVERSE = "converse", "Converse"
+        TEND = "tend", "Tend"
+        DURABLE = "durable", "Durable"
+        MISSION = "mission", "Mission"
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        CONCLUDED = "concluded", "Concluded"
+        FAILED = "failed", "Failed"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True,
+        related_name="goals", help_text="Empty for system-owned goals (the gardener's).",
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    title = models.CharField(max_length=200, blank=True)
+    origin = models.JSONField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+    concluded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} goal {self.pk}"
+
+
+class Run(models.Model):
+    """One execution of a goal, with a directory under the runtime root."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    run_id = models.CharField(max_length=64, unique=True)
+    goal = models.ForeignKey(Goal, on_delete=models.CASCADE, related_name="runs")
+    actor = models.CharField(max_length=60, help_text="'gardener', or 'agent:<id>'.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RUNNING)
+    directory = models.CharField(max_length=500, blank=True)
+    outcome = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.run_id
