@@ -8,7 +8,7 @@ agent's history survives a change of provider between turns.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 
@@ -49,7 +49,7 @@ class ArtifactRef:
     type: Literal["artifact_ref"] = "artifact_ref"
 
 
-Block = Union[TextBlock, ToolCall, ToolResult, ArtifactRef]
+Block = TextBlock | ToolCall | ToolResult | ArtifactRef
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,259 @@
+"""Transport and failure classification shared by the HTTP adapters (OpenAI, Anthropic).
+
+Each adapter supplies only its wire mapping; posting, timeouts and turning every way a call can
+fail into a ProviderError subclass live here once.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+import httpx
+
+from .types import (
+    AccountConfig,
+    AmbiguousFailure,
+    ArtifactRef,
+    ChatReply,
+    ChatRequest,
+    ConfirmedRejection,
+    MalformedReply,
+    ProviderConfigError,
+    ProviderConnectionLost,
+    ProviderServerError,
+    ProviderTimeout,
+    ToolSpec,
+)
+
+T = TypeVar("T")
+
+# 4xx answers the provider gives without running the model. Any other 4xx is treated as
+# ambiguous, because an unknown status is not proof that no work was done.
+REJECTION_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422, 429})
+
+# How much of an error body to keep in the exception message: enough to read the provider's
+# explanation, not enough to flood logs.
+_ERROR_SNIPPET = 500
+
+
+class HttpProvider:
+    """One ``httpx.Client`` per adapter instance; subclasses map requests and replies.
+
+    Subclasses set ``name`` and ``default_base_url`` and implement ``_url``, ``_headers``,
+    ``_body`` and ``_parse``.
+    """
+
+    name = "http"
+    default_base_url = ""
+
+    def __init__(self, config: AccountConfig) -> None:
+        if not config.model:
+            raise ProviderConfigError(f"{self.name} account has no model")
+        self.config = config
+        self.base_url = (config.base_url or self.default_base_url).rstrip("/")
+        self._client = httpx.Client(timeout=httpx.Timeout(config.timeout))
+
+    def complete(self, request: ChatRequest) -> ChatReply:
+        names = ToolNames(request.tools)
+        body = self._body(request, names)
+        data = post_json(self._client, self._url(), self._headers(), body, provider=self.name)
+        return self._parse(data, names)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HttpProvider:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _body(self, request: ChatRequest, names: ToolNames) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse(self, data: dict[str, Any], names: ToolNames) -> ChatReply:
+        raise NotImplementedError
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    *,
+    provider: str,
+) -> dict[str, Any]:
+    """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError."""
+    try:
+        response = client.post(url, headers=headers, json=body)
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        raise ProviderConfigError(f"{provider}: unusable base URL {url!r}: {exc}") from exc
+    except httpx.HTTPError as exc:
+        raise classify_exception(exc, provider) from exc
+    check_status(response, provider)
+    try:
+        data = response.json()
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        raise MalformedReply(
+            f"{provider}: HTTP {response.status_code} body is not JSON: {_snippet(response)}",
+            status=response.status_code,
+        ) from exc
+    if not isinstance(data, dict):
+        raise MalformedReply(
+            f"{provider}: reply is JSON {type(data).__name__}, expected an object",
+            status=response.status_code,
+        )
+    return data
+
+
+def classify_exception(exc: httpx.HTTPError, provider: str) -> Exception:
+    """Map a transport exception to a ProviderError, by whether the request could have run."""
+    # ConnectTimeout is a TimeoutException too, so it must be tested before the timeout branch:
+    # a connection that never opened carried no request.
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return ConfirmedRejection(f"{provider}: could not connect: {exc!r}")
+    if isinstance(exc, httpx.TimeoutException):
+        return ProviderTimeout(f"{provider}: timed out: {exc!r}")
+    if isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError)):
+        return ProviderConnectionLost(f"{provider}: connection lost: {exc!r}")
+    return AmbiguousFailure(f"{provider}: transport failure: {exc!r}")
+
+
+def check_status(response: httpx.Response, provider: str) -> None:
+    """Raise the ProviderError for a non-2xx response; return quietly for a 2xx."""
+    status = response.status_code
+    if 200 <= status < 300:
+        return
+    message = f"{provider}: HTTP {status}: {_snippet(response)}"
+    if status == 429:
+        raise ConfirmedRejection(
+            message, status=status, retry_after=parse_retry_after(response.headers)
+        )
+    if status in REJECTION_STATUSES:
+        raise ConfirmedRejection(message, status=status)
+    if status >= 500:
+        raise ProviderServerError(message, status=status)
+    # 408 and any other status (unknown 4xx, a redirect we do not follow) lands here.
+    raise AmbiguousFailure(message, status=status)
+
+
+def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def _snippet(response: httpx.Response) -> str:
+    text = response.text.strip().replace("\n", " ")
+    return text[:_ERROR_SNIPPET] or "<empty body>"
+
+
+# --- wire helpers shared by the adapters ----------------------------------------------------
+
+
+class ToolNames:
+    """Maps tool names to wire names and back; both providers forbid ``.`` in tool names.
+
+    ``.`` becomes ``__`` on the wire. Names declared in the request map back exactly, so a
+    declared ``a__b`` stays ``a__b``; an undeclared name from the model maps ``__`` to ``.``.
+    """
+
+    def __init__(self, tools: Iterable[ToolSpec] = ()) -> None:
+        self._from_wire: dict[str, str] = {}
+        for spec in tools:
+            wire = to_wire_name(spec.name)
+            other = self._from_wire.setdefault(wire, spec.name)
+            if other != spec.name:
+                raise ValueError(f"tool names {other!r} and {spec.name!r} collide on the wire")
+
+    def to_wire(self, name: str) -> str:
+        return to_wire_name(name)
+
+    def from_wire(self, wire: str) -> str:
+        return self._from_wire.get(wire) or from_wire_name(wire)
+
+
+def to_wire_name(name: str) -> str:
+    return name.replace(".", "__")
+
+
+def from_wire_name(wire: str) -> str:
+    return wire.replace("__", ".")
+
+
+def artifact_line(ref: ArtifactRef) -> str:
+    """The one-line text a model sees for an artifact; models get references, never bytes."""
+    return f"[artifact {ref.artifact_id} ({ref.kind}): {ref.title}]"
+
+
+def require(obj: Any, key: str, kind: type[T], where: str) -> T:
+    """``obj[key]`` checked to be a ``kind``; anything else is a MalformedReply."""
+    if not isinstance(obj, dict):
+        raise MalformedReply(f"{where}: expected an object, got {type(obj).__name__}")
+    value = obj.get(key)
+    # bool is an int subclass; a token count of True is as malformed as a missing one.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise MalformedReply(f"{where}: field {key!r} missing or not {kind.__name__}")
+    return value
+
+
+def count(obj: Any, *keys: str) -> int:
+    """Sum of the integer token counts under ``keys``; absent or odd values count as zero.
+
+    Usage is bookkeeping, not the answer: a server that omits it still produced a reply.
+    """
+    if not isinstance(obj, dict):
+        return 0
+    total = 0
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            total += value
+    return total
+
+
+def parse_arguments(raw: Any, where: str) -> dict[str, Any]:
+    """Tool-call arguments as a dict, from a JSON string (or an object some servers send)."""
+    if isinstance(raw, dict):
+        return raw
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}
+    if not isinstance(raw, str):
+        raise MalformedReply(f"{where}: arguments are {type(raw).__name__}, expected JSON text")
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise MalformedReply(f"{where}: arguments are not valid JSON: {raw[:200]!r}") from exc
+    if not isinstance(value, dict):
+        raise MalformedReply(f"{where}: arguments decode to {type(value).__name__}, not an object")
+    return value

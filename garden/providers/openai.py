@@ -1,0 +1,170 @@
+"""Adapter for the OpenAI chat-completions wire format, spoken by OpenAI, Ollama, vLLM and
+llama.cpp; ``base_url`` is the endpoint's ``/v1`` root (default ``https://api.openai.com/v1``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ._http import HttpProvider, ToolNames, artifact_line, count, parse_arguments, require
+from .types import (
+    ArtifactRef,
+    Block,
+    ChatMessage,
+    ChatReply,
+    ChatRequest,
+    MalformedReply,
+    TextBlock,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
+
+# finish_reason values translated to the neutral vocabulary (the Anthropic one, which
+# ChatReply defaults to) so a reply reads the same whichever provider produced it.
+_STOP_REASONS = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+}
+
+
+class OpenAIProvider(HttpProvider):
+    name = "openai"
+    default_base_url = "https://api.openai.com/v1"
+
+    def _url(self) -> str:
+        return f"{self.base_url}/chat/completions"
+
+    def _headers(self) -> dict[str, str]:
+        # Local servers (Ollama, llama.cpp) run without a key; send no header rather than
+        # an empty bearer token some of them reject.
+        if self.config.api_key:
+            return {"Authorization": f"Bearer {self.config.api_key}"}
+        return {}
+
+    def _body(self, request: ChatRequest, names: ToolNames) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        for message in request.messages:
+            messages.extend(_wire_messages(message, names))
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": names.to_wire(spec.name),
+                        "description": spec.description,
+                        "parameters": spec.parameters,
+                    },
+                }
+                for spec in request.tools
+            ]
+        return body
+
+    def _parse(self, data: dict[str, Any], names: ToolNames) -> ChatReply:
+        choices = require(data, "choices", list, "openai reply")
+        if not choices:
+            raise MalformedReply("openai reply: no choices")
+        choice = choices[0]
+        message = require(choice, "message", dict, "openai reply choices[0]")
+        content: list[Block] = []
+        text = _reply_text(message.get("content"))
+        if text:
+            content.append(TextBlock(text))
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise MalformedReply("openai reply: tool_calls is not a list")
+        for index, raw in enumerate(raw_calls):
+            where = f"openai reply tool_calls[{index}]"
+            function = require(raw, "function", dict, where)
+            call_id = raw.get("id")
+            if not isinstance(call_id, str) or not call_id:
+                # Some local servers omit ids; a fresh one keeps call and result pairable.
+                call_id = f"call_{uuid.uuid4().hex[:24]}"
+            content.append(
+                ToolCall(
+                    id=call_id,
+                    name=names.from_wire(require(function, "name", str, where)),
+                    arguments=parse_arguments(function.get("arguments"), where),
+                )
+            )
+        finish = choice.get("finish_reason")
+        stop_reason = _STOP_REASONS.get(finish, finish) if isinstance(finish, str) else None
+        usage = data.get("usage")
+        return ChatReply(
+            content=tuple(content),
+            stop_reason=stop_reason or ("tool_use" if raw_calls else "end_turn"),
+            usage=Usage(
+                input_tokens=count(usage, "prompt_tokens"),
+                output_tokens=count(usage, "completion_tokens"),
+            ),
+        )
+
+
+def _wire_messages(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]:
+    """One neutral message as chat-completions messages (a user turn may become several)."""
+    lines: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            lines.append(block.text)
+        elif isinstance(block, ArtifactRef):
+            lines.append(artifact_line(block))
+        elif isinstance(block, ToolCall) and message.role == "assistant":
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {
+                        "name": names.to_wire(block.name),
+                        "arguments": json.dumps(block.arguments),
+                    },
+                }
+            )
+        elif isinstance(block, ToolResult) and message.role == "user":
+            # Tool messages have no error flag; say it in the text so the model still knows.
+            body = f"Error: {block.content}" if block.is_error else block.content
+            results.append({"role": "tool", "tool_call_id": block.call_id, "content": body})
+        else:
+            raise ValueError(f"{block.type} block cannot appear in a {message.role} message")
+    text = "\n".join(lines)
+    if message.role == "assistant":
+        wire: dict[str, Any] = {"role": "assistant", "content": text}
+        if calls:
+            # null, not "", is what the API documents for a pure tool-call turn.
+            wire["content"] = text or None
+            wire["tool_calls"] = calls
+        return [wire]
+    # Tool messages first: the API requires them right after the assistant turn whose
+    # tool_calls they answer, so user text of the same turn must follow them.
+    if lines or not results:
+        results.append({"role": "user", "content": text})
+    return results
+
+
+def _reply_text(raw: Any) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        return raw
+    # A few servers return content as a list of typed parts, like the request form.
+    if isinstance(raw, list):
+        return "".join(
+            part["text"]
+            for part in raw
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
+        )
+    raise MalformedReply(f"openai reply: message content is {type(raw).__name__}")
