@@ -95,6 +95,9 @@ class GroupRequest(models.Model):
     synthesis_reserved = models.PositiveSmallIntegerField(default=0)
     maintenance_reserved = models.PositiveSmallIntegerField(default=0)
     fence = models.PositiveIntegerField(default=0)
+    # The fence of the last step that finished its writes; a claimed fence above it with no
+    # live worker means the step was lost (crash) and may be claimed again.
+    completed_fence = models.PositiveIntegerField(default=0)
     queue = models.JSONField(default=list, blank=True)
     outcome_code = models.CharField(max_length=40, blank=True)
     outcome = models.TextField(blank=True)

@@ -1,0 +1,97 @@
+"""The tool registry: what a model may call, each tool's argument schema and its handler.
+
+A handler takes the trusted ``ToolContext`` (who is calling, in which group/run) and the
+model-supplied arguments, and returns a ``ToolOutcome``. Scope, owner and group always come
+from the context, never from the arguments.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from garden.providers.types import ToolSpec
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    owner_id: int
+    agent_id: int
+    conversation_id: int
+    group_id: int | None = None
+    request_id: int | None = None
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+    code: str = ""
+    artifacts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Tool:
+    spec: ToolSpec
+    handler: Callable[[ToolContext, dict[str, Any]], ToolOutcome] | None
+    # Tools the loop interprets itself (group.ask) have no handler here.
+    loop_handled: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+_REGISTRY: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    _REGISTRY[tool.spec.name] = tool
+    return tool
+
+
+def get_tool(name: str) -> Tool | None:
+    _load_builtin_tools()
+    return _REGISTRY.get(name)
+
+
+def all_tools() -> dict[str, Tool]:
+    _load_builtin_tools()
+    return dict(_REGISTRY)
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    return json.loads((SCHEMA_DIR / name).read_text())
+
+
+def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """Validate model-supplied arguments against the tool's schema; the first error or None."""
+    try:
+        jsonschema.validate(arguments, tool.spec.parameters)
+    except jsonschema.ValidationError as exc:
+        path = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        return f"{path}: {exc.message}"
+    return None
+
+
+_loaded = False
+
+
+def _load_builtin_tools() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+
+    for module in ("groups.tools", "garden.tools.files", "garden.tools.memory",
+                   "garden.tools.web", "garden.tools.platform"):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise

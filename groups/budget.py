@@ -1,0 +1,91 @@
+"""The twelve-call budget: atomic reservation on the request row before every model call.
+
+The counters on GroupRequest are the limit; each reservation also leaves a CallReservation
+row for the audit trail. Never read-then-write: a conditional UPDATE's rowcount decides.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from groups.models import (
+    MAINTENANCE_CALLS,
+    SYNTHESIS_CALLS,
+    WORKING_CALLS,
+    CallReservation,
+    GroupRequest,
+)
+
+_COUNTERS = {
+    CallReservation.Purpose.WORKING: (
+        "working_reserved",
+        WORKING_CALLS,
+        GroupRequest.State.RUNNING,
+    ),
+    CallReservation.Purpose.SYNTHESIS: (
+        "synthesis_reserved",
+        SYNTHESIS_CALLS,
+        GroupRequest.State.SYNTHESIZING,
+    ),
+    CallReservation.Purpose.MAINTENANCE: ("maintenance_reserved", MAINTENANCE_CALLS, None),
+}
+
+
+def reserve_call(
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int = 1
+) -> CallReservation | None:
+    """Reserve one call of ``purpose`` on the request row; None when the budget is spent,
+    the request is no longer in the state that may spend it, or ``fence`` moved.
+
+    Working calls need state running, synthesis calls state synthesizing; maintenance calls
+    (rollover) are counted on the same row and never taken from the twelve.
+    """
+    counter, limit, state = _COUNTERS[purpose]
+    filters = {"pk": request_id, f"{counter}__lt": limit}
+    if state is not None:
+        filters["state"] = state
+    if fence is not None:
+        filters["fence"] = fence
+    with transaction.atomic():
+        if not GroupRequest.objects.filter(**filters).update(**{counter: F(counter) + 1}):
+            return None
+        return CallReservation.objects.create(
+            request_id=request_id,
+            purpose=purpose,
+            agent_id=agent_id,
+            fence=fence or 0,
+            attempt=attempt,
+        )
+
+
+def release_call(*, reservation: CallReservation, reason: str) -> None:
+    """Give a call back: only after a rejection the provider confirmed before doing any work."""
+    counter = _COUNTERS[reservation.purpose][0]
+    with transaction.atomic():
+        updated = CallReservation.objects.filter(
+            pk=reservation.pk, status=CallReservation.Status.RESERVED
+        ).update(status=CallReservation.Status.RELEASED, reason=reason, finished_at=timezone.now())
+        if updated:
+            GroupRequest.objects.filter(pk=reservation.request_id, **{f"{counter}__gt": 0}).update(
+                **{counter: F(counter) - 1}
+            )
+
+
+def consume_call(*, reservation: CallReservation, reason: str = "") -> None:
+    """The call ran, or may have (an ambiguous failure): it stays counted."""
+    CallReservation.objects.filter(
+        pk=reservation.pk, status=CallReservation.Status.RESERVED
+    ).update(status=CallReservation.Status.CONSUMED, reason=reason, finished_at=timezone.now())
+
+
+def settle_lost_reservations(*, request_id: int, below_fence: int) -> int:
+    """Mark reservations of steps that never finished (a crash) as consumed: still counted."""
+    return CallReservation.objects.filter(
+        request_id=request_id, status=CallReservation.Status.RESERVED, fence__lt=below_fence
+    ).update(
+        status=CallReservation.Status.CONSUMED,
+        reason="ambiguous: step lost",
+        finished_at=timezone.now(),
+    )

@@ -1,0 +1,1 @@
+"""Writes for groups, their requests and their budget."""

@@ -1,0 +1,225 @@
+"""Writes for group requests: create from an owner message, stop, and the state changes of
+the coordinator loop. Lock order everywhere: group row before request row."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from garden import events
+from garden.models import Approval, Message
+from garden.services.conversations import message_append, text_block
+from groups.models import Group, GroupRequest
+
+
+def request_event(request: GroupRequest) -> dict:
+    return {
+        "type": "request.state",
+        "request": {
+            "id": request.pk,
+            "state": request.state,
+            "fence": request.fence,
+            "working_reserved": request.working_reserved,
+            "synthesis_reserved": request.synthesis_reserved,
+            "maintenance_reserved": request.maintenance_reserved,
+            "outcome_code": request.outcome_code,
+            "outcome": request.outcome,
+        },
+    }
+
+
+def approval_event(approval: Approval) -> dict:
+    return {
+        "type": "approval.decided"
+        if approval.status != Approval.Status.PENDING
+        else "approval.created",
+        "approval": {
+            "id": approval.pk,
+            "status": approval.status,
+            "agent": approval.agent_id,
+            "request": approval.request_id,
+            "action": approval.action,
+            "tool_call_id": approval.tool_call_id,
+            "surface": approval.surface,
+        },
+    }
+
+
+def request_finish(
+    *,
+    request: GroupRequest,
+    state: str,
+    outcome_code: str = "",
+    outcome: str = "",
+    notice: str = "",
+) -> GroupRequest:
+    """End ``request`` honestly: final state, outcome, fence bumped, pending approvals rejected.
+
+    Caller holds FOR UPDATE on the group row and then the request row. Bumping the fence
+    invalidates every pending continuation, so a late step or a late approval cannot write.
+    The next queued request of the group is started after commit.
+    """
+    assert state in GroupRequest.FINISHED_STATES
+    now = timezone.now()
+    GroupRequest.objects.filter(pk=request.pk).update(
+        state=state,
+        outcome_code=outcome_code,
+        outcome=outcome,
+        fence=F("fence") + 1,
+        finished_at=now,
+        queue=[],
+        updated_at=now,
+    )
+    request.refresh_from_db()
+    channel = events.group_channel(request.group_id)
+    for approval in Approval.objects.select_for_update().filter(
+        request=request, status=Approval.Status.PENDING
+    ):
+        approval.status = Approval.Status.REJECTED
+        approval.reason = f"request {state}"
+        approval.decided_at = now
+        approval.save(update_fields=["status", "reason", "decided_at"])
+        events.send_event_on_commit(channel=channel, event=approval_event(approval))
+    if notice:
+        message_append(
+            conversation_id=request.conversation_id,
+            speaker_kind=Message.SpeakerKind.GARDEN,
+            kind=Message.Kind.NOTICE,
+            content=[text_block(notice)],
+            request_id=request.pk,
+            channel=channel,
+        )
+    events.send_event_on_commit(channel=channel, event=request_event(request))
+    group_id = request.group_id
+    transaction.on_commit(lambda: _start_next_after_commit(group_id))
+    return request
+
+
+def _start_next_after_commit(group_id: int) -> None:
+    from groups.tasks import start_next_request
+
+    start_next_request.delay(group_id)
+
+
+def request_stop_active(
+    *, group: Group, reason: str = "Stopped by the owner.", include_queued: bool = False
+) -> GroupRequest | None:
+    """Stop the group's active request, rejecting its pending approval.
+
+    Effects already completed stay completed. ``include_queued`` also stops the requests
+    waiting behind it (clear and delete do). Returns the stopped active request, if any.
+    """
+    states = [*GroupRequest.ACTIVE_STATES]
+    if include_queued:
+        states.append(GroupRequest.State.QUEUED)
+    with transaction.atomic():
+        Group.objects.select_for_update().filter(pk=group.pk).first()
+        active = None
+        for request in (
+            GroupRequest.objects.select_for_update()
+            .filter(group=group, state__in=states)
+            .order_by("id")
+        ):
+            was_active = request.state in GroupRequest.ACTIVE_STATES
+            request_finish(
+                request=request,
+                state=GroupRequest.State.STOPPED,
+                outcome_code="STOPPED",
+                outcome=reason,
+                notice=f"Stopped: {reason}" if was_active else "",
+            )
+            if was_active:
+                active = request
+    return active
+
+
+class RequestError(Exception):
+    """A named refusal of a request write; the API maps it to a 400 (or 404/409)."""
+
+    def __init__(self, code: str, message: str, *, field: str = "non_field_errors",
+                 status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.field = field
+        self.status = status
+
+
+def group_conversation_open(*, group: Group):
+    """The group's open thread; created on first use. Caller holds FOR UPDATE on the group."""
+    from garden.models import Conversation
+    from garden.services.conversations import conversation_create
+
+    conversation = group.conversations.filter(status=Conversation.Status.OPEN).order_by("-id").first()
+    if conversation is None:
+        conversation = conversation_create(owner=group.owner, group=group, title=group.name)
+    return conversation
+
+
+def request_create(
+    *, group: Group, text: str, source: str = GroupRequest.Source.OWNER
+) -> GroupRequest:
+    """Store the owner's turn and a queued GroupRequest in one transaction; start it after commit.
+
+    Mentions route the request: ``@handle`` members contribute in the order named, then the
+    coordinator resumes. Unknown or non-member handles are refused and nothing is stored.
+    """
+    from groups.routing import Contribution, parse_mentions
+
+    text = text.strip()
+    if not text:
+        raise RequestError("EMPTY_CONTENT", "The message is empty.", field="text")
+    with transaction.atomic():
+        locked = Group.objects.select_for_update().filter(
+            pk=group.pk, deleted_at__isnull=True
+        ).first()
+        if locked is None:
+            raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
+        members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
+        mentions = parse_mentions(text, set(members))
+        if mentions.unknown:
+            raise RequestError(
+                "UNKNOWN_MEMBER",
+                "Not members of this group: " + ", ".join(f"@{h}" for h in mentions.unknown) + ".",
+                field="text",
+            )
+        cannot = [h for h in mentions.handles if not members[h].can_run]
+        if cannot:
+            raise RequestError("MEMBER_CANNOT_RUN", "Cannot run now: " + ", ".join(f"@{h}" for h in cannot) + ".", field="text")
+        conversation = group_conversation_open(group=locked)
+        queue = [Contribution(agent=members[h].pk, source="mention").to_json() for h in mentions.handles]
+        request = GroupRequest.objects.create(group=locked, conversation=conversation, source=source,
+                                              queue=queue)
+        message = message_append(
+            conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
+            content=[text_block(text)], request_id=request.pk,
+            channel=events.group_channel(locked.pk),
+        )
+        request.message = message
+        request.save(update_fields=["message"])
+        events.send_event_on_commit(channel=events.group_channel(locked.pk), event=request_event(request))
+        transaction.on_commit(lambda: _start_next_after_commit(locked.pk))
+    return request
+
+
+def request_start_next(*, group_id: int) -> GroupRequest | None:
+    """Start the oldest queued request of the group when none is active. Idempotent."""
+    from groups.coordinator import enqueue_step
+
+    with transaction.atomic():
+        group = Group.objects.select_for_update().filter(pk=group_id).first()
+        if group is None:
+            return None
+        if GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists():
+            return None
+        request = (GroupRequest.objects.select_for_update()
+                   .filter(group=group, state=GroupRequest.State.QUEUED).order_by("id").first())
+        if request is None:
+            return None
+        request.state = GroupRequest.State.RUNNING
+        request.started_at = timezone.now()
+        request.save(update_fields=["state", "started_at", "updated_at"])
+        events.send_event_on_commit(channel=events.group_channel(group_id), event=request_event(request))
+        fence = request.fence
+        transaction.on_commit(lambda: enqueue_step(request.pk, fence))
+    return request

@@ -1,0 +1,27 @@
+"""Thin Celery tasks of the group loop: take ids, call one service, stay idempotent."""
+
+from celery import shared_task
+
+from groups.locks import LockContended
+
+
+@shared_task(
+    name="groups.advance_request", bind=True, acks_late=True, ignore_result=True,
+    max_retries=None,
+)
+def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None) -> str:
+    """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
+    from groups.coordinator import advance_request as step
+
+    try:
+        return step(request_id=request_id, fence=fence, attempt=attempt, first_at=first_at)
+    except LockContended as exc:
+        # Another step of this group is running; ours comes after it, by fence.
+        raise self.retry(countdown=0.2, exc=exc) from exc
+
+
+@shared_task(name="groups.start_next_request", acks_late=True, ignore_result=True)
+def start_next_request(group_id: int) -> None:
+    from groups.services.requests import request_start_next
+
+    request_start_next(group_id=group_id)
