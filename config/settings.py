@@ -7,6 +7,7 @@ PostgreSQL; REDIS_URL switches the broker, the per-group lock and the channel la
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -117,6 +118,9 @@ else:
             # IMMEDIATE takes the write lock at BEGIN, so the web process and the embedded
             # worker queue politely instead of failing a lock upgrade mid-transaction.
             "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+            # A file, not shared-cache memory, so worker threads and processes see the test
+            # database with real locking; one per process so parallel runs never share it.
+            "TEST": {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
         }
     }
 
@@ -175,6 +179,10 @@ CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=300)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Installed into django-celery-beat's tables when beat starts; editable in the admin.
+CELERY_BEAT_SCHEDULE = {
+    "groups: sweep stranded requests": {"task": "groups.sweep_requests", "schedule": 60.0},
+}
 
 if REDIS_URL:
     CHANNEL_LAYERS = {
@@ -189,6 +197,8 @@ else:
 # Per-group lock: Redis when REDIS_URL is set, else a local file lock under var/.
 GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
 GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK_TIME_LIMIT + 30)
+# The sweeper leaves a request alone until it has been quiet longer than a step can live.
+GARDEN_SWEEP_AFTER_SECONDS = env.int("GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30)
 
 # --- DRF ------------------------------------------------------------------------------------
 

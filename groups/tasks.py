@@ -17,7 +17,7 @@ def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_a
         return step(request_id=request_id, fence=fence, attempt=attempt, first_at=first_at)
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
-        raise self.retry(countdown=0.2, exc=exc) from exc
+        raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc
 
 
 @shared_task(name="groups.start_next_request", acks_late=True, ignore_result=True)
@@ -25,3 +25,11 @@ def start_next_request(group_id: int) -> None:
     from groups.services.requests import request_start_next
 
     request_start_next(group_id=group_id)
+
+
+@shared_task(name="groups.sweep_requests", acks_late=True, ignore_result=True)
+def sweep_requests() -> dict:
+    """Periodic (beat): re-enqueue requests a crash stranded; see request_sweep."""
+    from groups.services.requests import request_sweep
+
+    return request_sweep()

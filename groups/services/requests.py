@@ -223,3 +223,44 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
         fence = request.fence
         transaction.on_commit(lambda: enqueue_step(request.pk, fence))
     return request
+
+
+def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
+    """Find requests a crash may have stranded and put them back on their way, by fence.
+
+    - steppable, last step completed, no continuation ran since: the enqueue after commit was
+      lost — enqueue the step for the current fence;
+    - steppable, a step claimed but never completed: its worker died (or is still running,
+      in which case the swept step waits on the group lock and then finds itself stale) —
+      enqueue the step for the fence below, which claims again one higher;
+    - queued behind nothing: start it.
+    Only requests untouched for ``older_than_seconds`` (default GARDEN_SWEEP_AFTER_SECONDS,
+    longer than a step's hard time limit) are considered, so live work is left alone.
+    """
+    from datetime import timedelta
+
+    from django.conf import settings
+
+    from groups.coordinator import STEPPABLE, enqueue_step
+
+    age = settings.GARDEN_SWEEP_AFTER_SECONDS if older_than_seconds is None else older_than_seconds
+    cutoff = timezone.now() - timedelta(seconds=age)
+    found = {"continued": 0, "reclaimed": 0, "started": 0}
+    for row in GroupRequest.objects.filter(state__in=STEPPABLE, updated_at__lte=cutoff).values(
+        "pk", "fence", "completed_fence"
+    ):
+        if row["completed_fence"] >= row["fence"]:
+            enqueue_step(row["pk"], row["fence"])
+            found["continued"] += 1
+        else:
+            enqueue_step(row["pk"], row["fence"] - 1)
+            found["reclaimed"] += 1
+    idle_groups = (
+        GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)
+        .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)
+        .values_list("group_id", flat=True).distinct()
+    )
+    for group_id in idle_groups:
+        if request_start_next(group_id=group_id):
+            found["started"] += 1
+    return found

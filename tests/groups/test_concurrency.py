@@ -1,0 +1,147 @@
+"""Concurrency on PostgreSQL and Redis with real worker processes: reservations race, steps
+never overlap (checked by the fence), and a worker killed mid-step is recovered by fence."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+from django.db import connection, connections
+
+from garden.models import Message
+from garden.worker import running_worker
+from groups.budget import reserve_call
+from groups.coordinator import enqueue_step
+from groups.models import CallReservation, GroupRequest
+from groups.services.requests import request_create, request_sweep
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
+
+
+def _reserve_many(request_ids, agent_id, purpose, barrier, results):
+    connections.close_all()
+    barrier.wait()
+    got = 0
+    for _ in range(10):
+        for request_id in request_ids:
+            if reserve_call(request_id=request_id, purpose=purpose, agent_id=agent_id, fence=None):
+                got += 1
+    results.put(got)
+    connections.close_all()
+
+
+def _race(request_ids, agent_id, purpose):
+    connections.close_all()
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(8), ctx.Queue()
+    procs = [ctx.Process(target=_reserve_many, args=(request_ids, agent_id, purpose, barrier, results))
+             for _ in range(8)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    return sum(results.get(timeout=5) for _ in procs)
+
+
+def test_eight_processes_racing_reservations_never_exceed_the_limit(group_factory):
+    requests = []
+    for state in ("running", "synthesizing", "completed"):
+        group = group_factory(concierge_rules=[], members={"ledger": []}, name=state)
+        requests.append(GroupRequest.objects.create(group=group, conversation=_conversation(group),
+                                                    state=state))
+    agent_id = group.coordinator_id
+    ids = [r.pk for r in requests]
+    assert _race(ids, agent_id, "working") == 11
+    assert _race(ids, agent_id, "synthesis") == 1
+    for request in requests:
+        request.refresh_from_db()
+    assert [(r.working_reserved, r.synthesis_reserved) for r in requests] == [(11, 0), (0, 1), (0, 0)]
+    assert CallReservation.objects.filter(request=requests[0]).count() == 11
+    assert CallReservation.objects.filter(request=requests[1]).count() == 1
+
+
+def _conversation(group):
+    from groups.services.requests import group_conversation_open
+
+    return group_conversation_open(group=group)
+
+
+def worker_env() -> dict[str, str]:
+    s = connection.settings_dict
+    url = f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    return {"DATABASE_URL": url, "GARDEN_LOCK_TTL_SECONDS": "4", "GARDEN_LOG_LEVEL": "ERROR"}
+
+
+def test_two_workers_flooded_with_duplicate_deliveries_never_overlap_steps(group_factory, tmp_path):
+    group = group_factory(
+        concierge_rules=[{"when": "consolidated answer", "reply": "Final."},
+                         {"reply": {"text": "More.", "tool_calls": [ASK_LEDGER]}}],
+        members={"ledger": [{"reply": "A figure."}]},
+    )
+    connections.close_all()
+    with running_worker(pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "a.log"), \
+         running_worker(pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "b.log"):
+        request = request_create(group=group, text="Keep digging.")
+        # Every step is delivered again and again, to both workers, stale and current alike.
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            request.refresh_from_db()
+            if request.is_finished:
+                break
+            for fence in range(max(0, request.fence - 2), request.fence + 2):
+                enqueue_step(request.pk, fence)
+            time.sleep(0.05)
+    request.refresh_from_db()
+    assert request.state == "completed", (request.outcome_code, request.outcome)
+    assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
+    # One model call per step: every reservation has its own fence, in order of reservation.
+    fences = list(CallReservation.objects.filter(request=request).order_by("id").values_list("fence", flat=True))
+    assert len(fences) == 12 and fences == sorted(set(fences))
+    # Turns were written in fence order and no step wrote twice.
+    steps = list(Message.objects.filter(request=request).exclude(step=None).order_by("seq")
+                 .values_list("step", flat=True))
+    assert steps == sorted(steps)
+    turns = list(Message.objects.filter(request=request, kind="turn", speaker_agent__handle="ledger")
+                 .values_list("step", flat=True))
+    assert len(turns) == len(set(turns)) == 5
+
+
+def test_a_worker_killed_mid_step_is_recovered_by_fence_with_no_lost_or_duplicated_turn(
+    group_factory, tmp_path
+):
+    group = group_factory(
+        concierge_rules=[{"after_tool_result": True, "reply": "Done with the figure."},
+                         {"reply": {"tool_calls": [ASK_LEDGER]}}],
+        members={"ledger": [{"reply": "Figure: 42."}]},
+    )
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    ledger.model_account.options = {**ledger.model_account.options, "delay": 2.0}
+    ledger.model_account.save(update_fields=["options"])
+    connections.close_all()
+    env = worker_env()
+    with running_worker(env=env, log_path=tmp_path / "killed.log") as doomed:
+        request = request_create(group=group, text="One figure.")
+        wait_for(lambda: CallReservation.objects.filter(request=request, agent=ledger, status="reserved").exists(),
+                 timeout=30)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(10)
+    lost = CallReservation.objects.get(request=request, agent=ledger)
+    with running_worker(env=env, log_path=tmp_path / "rescuer.log"):
+        request_sweep(older_than_seconds=0)
+        wait_for(lambda: GroupRequest.objects.get(pk=request.pk).is_finished, timeout=60)
+    request.refresh_from_db()
+    assert request.state == "completed", (request.outcome_code, request.outcome)
+    lost.refresh_from_db()
+    assert (lost.status, lost.reason) == ("consumed", "ambiguous: step lost")
+    # The killed call stays counted: concierge 2 + ledger twice (lost + redone).
+    assert request.working_reserved == 4
+    ledger_turns = Message.objects.filter(request=request, speaker_agent=ledger, kind="turn")
+    assert [m.text for m in ledger_turns] == ["Figure: 42."]
+    assert Message.objects.filter(request=request, speaker_kind="owner").count() == 1
