@@ -1,0 +1,80 @@
+"""Durable file writes: whole files appear atomically, record lines are appended whole or not at all."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_file_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so a reader sees either no file or the whole file.
+
+    The temporary file is a dotfile in the same directory (same filesystem, so the rename is
+    atomic, and readers skip dotfiles); the directory is fsynced so the name survives a crash.
+    """
+    directory = path.parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        try:
+            data = text.encode("utf-8")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    fsync_directory(directory)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one newline-terminated line to ``path`` in a single write, then fsync.
+
+    O_APPEND makes each write land at the end; the exclusive flock keeps writers in other
+    processes from interleaving even where a single write would not be atomic, and lets a
+    failed write be cut back off the file without racing anyone.
+    """
+    if not line.endswith(b"\n") or b"\n" in line[:-1]:
+        raise ValueError("a record is exactly one line")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        # A crash mid-line elsewhere must not glue that fragment onto this record.
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(errno.EIO, f"short write: {written} of {len(line)} bytes")
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)  # also releases the flock
+
+
+def fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError,
+                             PermissionError):
+        path.unlink()
