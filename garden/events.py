@@ -1,16 +1,23 @@
 """Live updates: typed events pushed to a Channels group, only after the transaction commits.
 
 Channels delivers at most once, so every event carries the conversation ``seq`` (when it has
-one) and clients re-fetch from the API on reconnect or on a gap.
+one) and clients re-fetch from the API on reconnect or on a gap. Pushes are handed to one
+background event loop per process, so a step never waits on the channel layer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -32,14 +39,86 @@ def send_event_on_commit(*, channel: str, event: dict[str, Any]) -> None:
     call site, inside the transaction, rather than silently after commit.
     """
     payload = json.loads(json.dumps(event))
-    transaction.on_commit(lambda: _send_now_without_waiting_for_commit(channel, payload))
+    transaction.on_commit(lambda: _push_without_waiting_for_commit(channel, payload))
 
 
-def _send_now_without_waiting_for_commit(channel: str, payload: dict[str, Any]) -> None:
+class _Pusher:
+    """One event loop thread per process that owns the channel layer's connections."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+        self._pending: set[Future] = set()
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():  # a forked child starts afresh
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="garden-events", daemon=True).start()
+                self._loop, self._pid, self._pending = loop, os.getpid(), set()
+            return self._loop
+
+    def push(self, channel: str, payload: dict[str, Any]) -> None:
+        future = asyncio.run_coroutine_threadsafe(_send(channel, payload), self._ensure_loop())
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Future) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def wait_until_sent(self, timeout: float = 5.0) -> None:
+        with self._lock:
+            pending = list(self._pending)
+        for future in pending:
+            future.result(timeout=timeout)
+
+
+async def _send(channel: str, payload: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(channel, {"type": "garden.event", "event": payload})
+        await layer.group_send(channel, {"type": "garden.event", "event": payload})
     except Exception:  # a dropped push is recovered by the client's re-fetch
         log.warning("event push to %s failed", channel, exc_info=True)
+
+
+_pusher = _Pusher()
+
+
+_OUTBOX: ContextVar[list[tuple[str, dict[str, Any]]] | None] = ContextVar("outbox", default=None)
+
+
+def _push_without_waiting_for_commit(channel: str, payload: dict[str, Any]) -> None:
+    outbox = _OUTBOX.get()
+    if outbox is None:
+        _pusher.push(channel, payload)
+    else:
+        outbox.append((channel, payload))
+
+
+@contextmanager
+def batched_events() -> Iterator[None]:
+    """Collect the events committed inside the block and push them when it ends, one
+    ``{"type": "batch", "events": [...]}`` per channel: one channel-layer send per step
+    instead of one per turn. Events rolled back never reach the outbox."""
+    outbox: list[tuple[str, dict[str, Any]]] = []
+    token = _OUTBOX.set(outbox)
+    try:
+        yield
+    finally:
+        _OUTBOX.reset(token)
+        by_channel: dict[str, list[dict[str, Any]]] = {}
+        for channel, payload in outbox:
+            by_channel.setdefault(channel, []).append(payload)
+        for channel, payloads in by_channel.items():
+            _pusher.push(channel, payloads[0] if len(payloads) == 1 else
+                         {"type": "batch", "events": payloads})
+
+
+def wait_until_sent(timeout: float = 5.0) -> None:
+    """Block until every push handed over so far has reached the channel layer."""
+    _pusher.wait_until_sent(timeout)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +27,7 @@ from garden.providers import (
     ConfirmedRejection,
     ProviderConfigError,
     ProviderError,
+    TextBlock,
     ToolCall,
     ToolSpec,
     get_provider,
@@ -86,15 +89,24 @@ def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: 
     group_id = GroupRequest.objects.filter(pk=request_id).values_list("group_id", flat=True).first()
     if group_id is None:
         return "missing"
-    with group_lock(group_id):
-        my_fence = _claim(request_id, fence)
-        if my_fence is None:
-            return "stale"
-        room = _load_room(request_id, my_fence)
-        try:
-            return _step(room, attempt=attempt, first_at=first_at or time.time())
-        except StaleStep:
-            return "stale"
+    after_lock: list[Callable[[], None]] = []
+    token = _AFTER_LOCK.set(after_lock)
+    try:
+        with events.batched_events(), group_lock(group_id):
+            my_fence = _claim(request_id, fence)
+            if my_fence is None:
+                return "stale"
+            room = _load_room(request_id, my_fence)
+            try:
+                return _step(room, attempt=attempt, first_at=first_at or time.time())
+            except StaleStep:
+                return "stale"
+    finally:
+        _AFTER_LOCK.reset(token)
+        # The next step is sent only once this one's lock is released, so it never finds the
+        # lock still held. A crash right here is what the sweeper recovers, by fence.
+        for send in after_lock:
+            send()
 
 
 def _claim(request_id: int, fence: int) -> int | None:
@@ -119,7 +131,7 @@ def _claim(request_id: int, fence: int) -> int | None:
 
 
 def _load_room(request_id: int, fence: int) -> Room:
-    request = GroupRequest.objects.select_related("group").get(pk=request_id)
+    request = GroupRequest.objects.select_related("group", "conversation").get(pk=request_id)
     memberships = list(
         request.group.memberships.select_related("agent__model_account").order_by("position", "id")
     )
@@ -143,8 +155,23 @@ def enqueue_step(request_id: int, fence: int, *, attempt: int = 1, first_at: flo
         task.apply_async(kwargs=kwargs)
 
 
+_AFTER_LOCK: ContextVar[list[Callable[[], None]] | None] = ContextVar("after_lock", default=None)
+
+
 def _enqueue_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
-    transaction.on_commit(lambda: enqueue_step(request_id, fence, **kwargs))
+    """Enqueue the next step after commit — and, inside a step, after the group lock is free."""
+
+    def send() -> None:
+        enqueue_step(request_id, fence, **kwargs)
+
+    def on_commit() -> None:
+        pending = _AFTER_LOCK.get()
+        if pending is None:
+            send()
+        else:
+            pending.append(send)
+
+    transaction.on_commit(on_commit)
 
 
 # --- the step -------------------------------------------------------------------------------
@@ -217,39 +244,34 @@ def _tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
 
 def transcript_turns(room: Room) -> list[Turn]:
     """The room as the projection sees it: this request and everything before it."""
-    messages = (
+    rows = (
         Message.objects.filter(conversation_id=room.request.conversation_id)
         .exclude(kind=Message.Kind.ACTIVITY)
         .exclude(request_id__gt=room.request.pk)
-        .select_related("speaker_agent")
         .order_by("seq")
+        .values_list("seq", "request_id", "speaker_kind", "speaker_agent_id", "speaker_agent__handle",
+                     "content", "kind", "addressed_agent_id", "reply_to_call_id")
     )
     # An owner message queued behind an active request is placed where its request starts,
     # so each request's turns follow the message that asked for them.
     ordered, current = [], 0
-    for m in messages:
-        current = m.request_id or current
-        ordered.append(((current, m.seq), m))
+    for row in rows:
+        current = row[1] or current
+        ordered.append(((current, row[0]), row))
     ordered.sort(key=lambda pair: pair[0])
     turns = []
     summary = room.request.conversation.carried_summary
     if summary:
         turns.append(Turn(seq=0, speaker_kind="garden", speaker_agent_id=None, speaker_handle=None,
-                          content=(text_block_neutral(summary),), kind="summary"))
-    for position, (_, m) in enumerate(ordered, start=1):
+                          content=(TextBlock(summary),), kind="summary"))
+    for position, (_, row) in enumerate(ordered, start=1):
+        _, _, speaker_kind, agent_id, handle, content, kind, addressed, reply_to = row
         turns.append(Turn(
-            seq=position, speaker_kind=m.speaker_kind, speaker_agent_id=m.speaker_agent_id,
-            speaker_handle=m.speaker_agent.handle if m.speaker_agent_id else None,
-            content=blocks_from_json(m.content), kind=m.kind,
-            addressed_agent_id=m.addressed_agent_id, reply_to_call_id=m.reply_to_call_id or None,
+            seq=position, speaker_kind=speaker_kind, speaker_agent_id=agent_id,
+            speaker_handle=handle, content=blocks_from_json(content), kind=kind,
+            addressed_agent_id=addressed, reply_to_call_id=reply_to or None,
         ))
     return turns
-
-
-def text_block_neutral(text: str):
-    from garden.providers import TextBlock
-
-    return TextBlock(text)
 
 
 def _views(room: Room) -> tuple[GroupView, dict[int, AgentView]]:
@@ -273,8 +295,8 @@ def _projection(room: Room, speaker: Agent, *, synthesis: bool,
 
 
 class _fenced:
-    """A transaction that re-checks, under FOR UPDATE on group then request, that this
-    step's fence still holds; raises StaleStep (rolling back) when it moved."""
+    """A transaction that re-checks, under FOR UPDATE on the request row, that this step's
+    fence still holds; raises StaleStep (rolling back) when it moved."""
 
     def __init__(self, room: Room) -> None:
         self.room = room
@@ -283,7 +305,8 @@ class _fenced:
     def __enter__(self) -> GroupRequest:
         self.atomic.__enter__()
         try:
-            Group.objects.select_for_update().filter(pk=self.room.group.pk).first()
+            # Only the request row: a step changes nothing group-wide, and the services that
+            # lock both (stop, clear, delete) take the group first, so there is no cycle.
             current = GroupRequest.objects.select_for_update().get(pk=self.room.request.pk)
         except BaseException:
             self.atomic.__exit__(None, None, None)
@@ -291,6 +314,7 @@ class _fenced:
         if current.fence != self.room.fence or current.state not in STEPPABLE:
             self.atomic.__exit__(StaleStep, StaleStep(), None)
             raise StaleStep()
+        current.group, current.conversation = self.room.group, self.room.request.conversation
         self.room.request = current
         return current
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from garden import events
@@ -63,21 +63,36 @@ def message_append(
     Takes FOR UPDATE on the conversation row for the seq, so concurrent appends serialise.
     ``channel`` overrides the event channel (groups push to the group's channel).
     """
-    with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-        conversation.last_seq += 1
-        conversation.save(update_fields=["last_seq"])
+    # No savepoint: callers batch several turns in one transaction, and a failed append
+    # fails the caller's whole transaction anyway.
+    with transaction.atomic(savepoint=False):
+        seq = _next_seq(conversation_id)
         message = Message.objects.create(
-            conversation=conversation, seq=conversation.last_seq, speaker_kind=speaker_kind,
+            conversation_id=conversation_id, seq=seq, speaker_kind=speaker_kind,
             speaker_agent=speaker_agent, kind=kind, content=content, request_id=request_id,
             in_reply_to=in_reply_to, addressed_agent=addressed_agent,
             reply_to_call_id=reply_to_call_id, step=step,
         )
         events.send_event_on_commit(
-            channel=channel or events.conversation_channel(conversation.pk),
+            channel=channel or events.conversation_channel(conversation_id),
             event={"type": "message.created", "seq": message.seq, "message": message_payload(message)},
         )
     return message
+
+
+def _next_seq(conversation_id: int) -> int:
+    """Take the conversation's next seq in one statement; the row lock it takes serialises
+    concurrent appends until commit. (UPDATE … RETURNING: PostgreSQL and SQLite ≥ 3.35.)"""
+    table = Conversation._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{table}" SET "last_seq" = "last_seq" + 1 WHERE "id" = %s RETURNING "last_seq"',
+            [conversation_id],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id}")
+    return row[0]
 
 
 def conversation_close(*, conversation: Conversation) -> None:
