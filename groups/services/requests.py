@@ -11,6 +11,7 @@ from garden import events
 from garden.models import Approval, Message
 from garden.services.conversations import message_append, text_block
 from groups.models import Group, GroupRequest
+from groups.signals import request_finished
 
 
 def request_event(request: GroupRequest) -> dict:
@@ -91,8 +92,10 @@ def request_finish(
             channel=channel,
         )
     events.send_event_on_commit(channel=channel, event=request_event(request))
-    group_id = request.group_id
+    group_id, request_id, code = request.group_id, request.pk, request.outcome_code
     transaction.on_commit(lambda: _start_next_after_commit(group_id))
+    transaction.on_commit(lambda: request_finished.send(
+        sender=GroupRequest, request_id=request_id, state=state, outcome_code=code))
     return request
 
 
