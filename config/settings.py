@@ -63,6 +63,8 @@ INSTALLED_APPS = [
     "garden",
     "groups",
     "operator_messages",
+    "missions",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -222,6 +224,7 @@ GARDEN_RUNTIME_ROOT = Path(env.str("GARDEN_RUNTIME_ROOT", default=str(VAR_DIR / 
 GARDEN_NAME = env.str("GARDEN_NAME", default="garden")
 GARDEN_PROVIDER_RETRY_ATTEMPTS = env.int("GARDEN_PROVIDER_RETRY_ATTEMPTS", default=3)
 GARDEN_PROVIDER_RETRY_SECONDS = env.float("GARDEN_PROVIDER_RETRY_SECONDS", default=120.0)
+GARDEN_TOOL_HTTP_TIMEOUT = env.float("GARDEN_TOOL_HTTP_TIMEOUT", default=20.0)
 
 LOGGING = {
     "version": 1,

@@ -33,3 +33,11 @@ def sweep_requests() -> dict:
     from groups.services.requests import request_sweep
 
     return request_sweep()
+
+
+@shared_task(name="groups.execute_approval", acks_late=True, ignore_result=True)
+def execute_approval(approval_id: int) -> str:
+    """Run an approved action exactly once and resume its request."""
+    from groups.services.approvals import approval_execute
+
+    return approval_execute(approval_id=approval_id)

@@ -1,0 +1,196 @@
+"""The maker's platform tools: Agent Father changes or archives one of its owner's groups.
+
+They go through the same services and the same rule set as the dashboard, so a change the
+owner could not make from the room's menu fails here with the same named error. The owner
+is always Agent Father's own; the group is named by id and a deleted group is not found.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from garden.models import Agent
+from garden.providers.types import ToolSpec
+from garden.tools import Tool, ToolContext, ToolOutcome, register
+from groups import selectors
+from groups.services.groups import GroupError, GroupRulesBroken, group_archive, group_update
+
+_HANDLE = {"type": "string", "pattern": "^@?[-a-zA-Z0-9_]{1,40}$",
+           "description": "An agent's handle, with or without the @."}
+_GROUP_ID = {"type": "integer", "minimum": 1, "description": "The group's id."}
+
+UPDATE_GROUP_PARAMETERS: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "platform.update_group arguments",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["group_id"],
+    "properties": {
+        "group_id": _GROUP_ID,
+        "name": {"type": "string", "minLength": 1, "maxLength": 200,
+                 "description": "The new name (at most 100 characters once trimmed)."},
+        "members": {"type": "array", "items": _HANDLE, "minItems": 1, "maxItems": 50,
+                    "description": "The whole new membership, in order. Members not listed "
+                    "leave the group; the coordinator must stay listed."},
+        "coordinator": {**_HANDLE, "description": "The member who coordinates the group."},
+    },
+}
+
+ARCHIVE_GROUP_PARAMETERS: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "platform.archive_group arguments",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["group_id"],
+    "properties": {"group_id": _GROUP_ID},
+}
+
+UPDATE_GROUP = ToolSpec(
+    name="platform.update_group",
+    description="Change one of your owner's groups: its name, its members (the whole list, in "
+    "order) or its coordinator. The same rules as creation apply: at least two members "
+    "besides you that can run, only your owner's agents, no removed agent added, and the "
+    "coordinator among the members. You cannot join a group yourself.",
+    parameters=UPDATE_GROUP_PARAMETERS,
+)
+
+ARCHIVE_GROUP = ToolSpec(
+    name="platform.archive_group",
+    description="Archive one of your owner's groups: it leaves the roster and keeps its "
+    "transcript. Its running request, if any, is stopped.",
+    parameters=ARCHIVE_GROUP_PARAMETERS,
+)
+
+MAKER_ONLY = "MAKER_ONLY"
+INVALID_ARGUMENTS = "INVALID_ARGUMENTS"
+GROUP_NOT_FOUND = "GROUP_NOT_FOUND"
+NOTHING_TO_CHANGE = "NOTHING_TO_CHANGE"
+
+
+def _error(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "field": field}}
+
+
+def _check_caller(agent: Agent) -> dict[str, Any] | None:
+    if agent.builtin != Agent.Builtin.MAKER or agent.removed_at is not None:
+        return _error(MAKER_ONLY, "Only Agent Father can change or archive groups.")
+    return None
+
+
+def _check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any] | None:
+    try:
+        jsonschema.validate(arguments, spec.parameters)
+    except jsonschema.ValidationError as exc:
+        field = ".".join(str(p) for p in exc.absolute_path) or None
+        return _error(INVALID_ARGUMENTS, exc.message, field)
+    return None
+
+
+def _group_of(agent: Agent, group_id: int):
+    # Only the maker's own owner's groups exist for it; deleted ones do not exist at all.
+    return selectors.group_get(owner=agent.owner, group_id=group_id)
+
+
+def _group_result(group) -> dict[str, Any]:
+    group = selectors.group_get(owner=group.owner, group_id=group.pk) or group
+    members = getattr(group, "ordered_memberships", None)
+    if members is None:
+        members = group.memberships.select_related("agent").order_by("position", "id")
+    return {"group": {
+        "id": group.pk, "name": group.name, "coordinator": group.coordinator.handle,
+        "members": [m.agent.handle for m in members],
+        "archived": group.archived_at is not None,
+    }}
+
+
+def _service_error(exc: GroupError) -> dict[str, Any]:
+    if exc.code == "NOT_FOUND":
+        return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
+    result = _error(exc.code, exc.message, exc.field)
+    if isinstance(exc, GroupRulesBroken):
+        first = exc.errors[0]
+        result = _error(first.code, first.message, first.field)
+        result["errors"] = [e.as_dict() for e in exc.errors]
+    return result
+
+
+def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Change a group of the maker's owner: ``{"group": …}`` or ``{"error": …}``."""
+    refusal = _check_caller(agent) or _check_arguments(UPDATE_GROUP, arguments)
+    if refusal:
+        return refusal
+    if not {"name", "members", "coordinator"} & set(arguments):
+        return _error(NOTHING_TO_CHANGE, "Give a name, members or a coordinator to change.")
+    group = _group_of(agent, arguments["group_id"])
+    if group is None:
+        return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
+    wanted = [h.lstrip("@") for h in arguments.get("members", [])]
+    if "coordinator" in arguments:
+        wanted.append(arguments["coordinator"].lstrip("@"))
+    # Removed agents are resolved too: the rules decide whether naming them is allowed.
+    by_handle = dict(Agent.objects.filter(owner_id=agent.owner_id, handle__in=wanted)
+                     .values_list("handle", "pk"))
+    for field in ("members", "coordinator"):
+        handles = arguments.get(field)
+        for handle in [handles] if isinstance(handles, str) else handles or []:
+            if handle.lstrip("@") not in by_handle:
+                return _error("MEMBER_NOT_FOUND", f"No such agent: @{handle.lstrip('@')}.", field)
+    try:
+        group = group_update(
+            group=group,
+            name=arguments.get("name"),
+            members=([by_handle[h.lstrip("@")] for h in arguments["members"]]
+                     if "members" in arguments else None),
+            coordinator=(by_handle[arguments["coordinator"].lstrip("@")]
+                         if "coordinator" in arguments else None),
+        )
+    except GroupError as exc:
+        return _service_error(exc)
+    return _group_result(group)
+
+
+def platform_archive_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Archive a group of the maker's owner: ``{"group": …}`` or ``{"error": …}``."""
+    refusal = _check_caller(agent) or _check_arguments(ARCHIVE_GROUP, arguments)
+    if refusal:
+        return refusal
+    group = _group_of(agent, arguments["group_id"])
+    if group is None:
+        return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
+    try:
+        group = group_archive(group=group)
+    except GroupError as exc:
+        return _service_error(exc)
+    return _group_result(group)
+
+
+def _outcome(result: dict[str, Any]) -> ToolOutcome:
+    error = result.get("error")
+    return ToolOutcome(json.dumps(result), is_error=error is not None,
+                       code=error["code"] if error else "")
+
+
+def _caller(ctx: ToolContext) -> Agent | None:
+    # Who is calling comes from the trusted context, never from the arguments.
+    return Agent.objects.filter(pk=ctx.agent_id, owner_id=ctx.owner_id).select_related("owner").first()
+
+
+def _handle_update(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    agent = _caller(ctx)
+    if agent is None:
+        return _outcome(_error(MAKER_ONLY, "Only Agent Father can change or archive groups."))
+    return _outcome(platform_update_group(agent=agent, arguments=arguments))
+
+
+def _handle_archive(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+    agent = _caller(ctx)
+    if agent is None:
+        return _outcome(_error(MAKER_ONLY, "Only Agent Father can change or archive groups."))
+    return _outcome(platform_archive_group(agent=agent, arguments=arguments))
+
+
+register(Tool(spec=UPDATE_GROUP, handler=_handle_update))
+register(Tool(spec=ARCHIVE_GROUP, handler=_handle_archive))

@@ -1,0 +1,1 @@
+"""The groups API under /api/groups: DRF views, their serializers and routes."""

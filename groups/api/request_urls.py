@@ -1,0 +1,14 @@
+"""Routes of the room (messages, requests, stop) and of approvals, under ``api/``."""
+
+from django.urls import path
+
+from . import requests as views
+
+urlpatterns = [
+    path("groups/<int:group_id>/messages", views.GroupMessagesApi.as_view(), name="group-messages"),
+    path("groups/<int:group_id>/requests/<int:request_id>", views.GroupRequestDetailApi.as_view(),
+         name="group-request"),
+    path("groups/<int:group_id>/stop", views.GroupStopApi.as_view(), name="group-stop"),
+    path("approvals", views.ApprovalListApi.as_view(), name="approvals"),
+    path("approvals/<int:approval_id>/decide", views.ApprovalDecideApi.as_view(), name="approval-decide"),
+]

@@ -1,0 +1,17 @@
+"""Routes of the groups API, included from config/urls.py under ``api/``; no trailing slashes.
+
+The prefix is ``api/`` and the routes carry ``groups``: an include under ``api/groups`` would
+need routes that begin with a slash, which Django's check flags (urls.W002).
+"""
+
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("groups", views.GroupListCreateApi.as_view(), name="groups"),
+    path("groups/<int:group_id>", views.GroupDetailApi.as_view(), name="group"),
+    path("groups/<int:group_id>/restore", views.GroupRestoreApi.as_view(), name="group-restore"),
+    path("groups/<int:group_id>/clear", views.GroupClearApi.as_view(), name="group-clear"),
+    path("groups/<int:group_id>/archive", views.GroupArchiveApi.as_view(), name="group-archive"),
+]

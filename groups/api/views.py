@@ -1,0 +1,160 @@
+"""The groups API: owner-only, CSRF on every write. validate → service → serialize.
+
+Another owner's group, like a deleted one, is a 404 on every route.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.exceptions import ErrorDetail
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from garden.api.errors import ApiError
+from groups import selectors
+from groups.api.serializers import (
+    ErrorOutput,
+    GroupChangeInput,
+    GroupClearedOutput,
+    GroupCreateInput,
+    GroupDeletedOutput,
+    GroupOutput,
+)
+from groups.models import Group
+from groups.services.groups import (
+    GroupError,
+    GroupNotFound,
+    GroupRulesBroken,
+    UndoExpired,
+    group_archive,
+    group_clear,
+    group_create,
+    group_delete,
+    group_purge_expired,
+    group_restore,
+    group_update,
+)
+
+TAGS = ["groups"]
+_REFUSED = OpenApiResponse(ErrorOutput, description="Invalid: every broken rule, with field and code.")
+_FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
+_NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such group for this owner.")
+
+
+def _api_error(exc: GroupError) -> exceptions.APIException:
+    if isinstance(exc, GroupRulesBroken):
+        details: dict[str, list[ErrorDetail]] = {}
+        for error in exc.errors:
+            details.setdefault(error.field, []).append(ErrorDetail(error.message, code=error.code))
+        return exceptions.ValidationError(details)
+    if isinstance(exc, GroupNotFound):
+        return ApiError(exc.code, exc.message, status_code=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, UndoExpired):
+        return ApiError(exc.code, exc.message, status_code=status.HTTP_410_GONE)
+    return ApiError(exc.code, exc.message, field=exc.field)
+
+
+def _get_group(request: Request, group_id: int) -> Group:
+    group = selectors.group_get(owner=request.user, group_id=group_id)
+    if group is None:
+        raise _api_error(GroupNotFound())
+    return group
+
+
+def _group_response(request: Request, group_id: int, status_code: int = 200) -> Response:
+    return Response(GroupOutput(_get_group(request, group_id)).data, status=status_code)
+
+
+class GroupListCreateApi(APIView):
+    @extend_schema(tags=TAGS, responses={200: GroupOutput(many=True), 403: _FORBIDDEN},
+                   description="The roster: groups neither deleted nor archived. Groups deleted "
+                   "more than a minute ago are purged first.")
+    def get(self, request: Request) -> Response:
+        group_purge_expired(owner=request.user)
+        return Response(GroupOutput(selectors.group_list(owner=request.user), many=True).data)
+
+    @extend_schema(tags=TAGS, request=GroupCreateInput,
+                   responses={201: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN})
+    def post(self, request: Request) -> Response:
+        data = GroupCreateInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            group = group_create(owner=request.user, **data.validated_data)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return _group_response(request, group.pk, status.HTTP_201_CREATED)
+
+
+class GroupDetailApi(APIView):
+    @extend_schema(tags=TAGS, responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+                   description="One group; an archived group still reads, a deleted one does not.")
+    def get(self, request: Request, group_id: int) -> Response:
+        return _group_response(request, group_id)
+
+    @extend_schema(tags=TAGS, request=GroupChangeInput,
+                   responses={200: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
+                   description="Change the name, the coordinator and/or the membership (the whole "
+                   "list, in order) under the creation rules; only what the change brings in "
+                   "is checked.")
+    def patch(self, request: Request, group_id: int) -> Response:
+        group = _get_group(request, group_id)
+        data = GroupChangeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            group_update(group=group, **data.validated_data)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return _group_response(request, group_id)
+
+    @extend_schema(tags=TAGS, request=None,
+                   responses={200: GroupDeletedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+                   description="Stop the group's work and delete it, with a minute to undo.")
+    def delete(self, request: Request, group_id: int) -> Response:
+        group = _get_group(request, group_id)
+        try:
+            undo_until = group_delete(group=group)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return Response(GroupDeletedOutput({"undoUntil": undo_until}).data)
+
+
+class GroupRestoreApi(APIView):
+    @extend_schema(tags=TAGS, request=None, responses={
+        200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND,
+        410: OpenApiResponse(ErrorOutput, description="UNDO_EXPIRED: the minute has passed."),
+    }, description="Bring a deleted group back as it was, until its undoUntil.")
+    def post(self, request: Request, group_id: int) -> Response:
+        try:
+            group = group_restore(owner=request.user, group_id=group_id)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return _group_response(request, group.pk)
+
+
+class GroupClearApi(APIView):
+    @extend_schema(tags=TAGS, request=None,
+                   responses={200: GroupClearedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+                   description="Stop the group's work and delete every conversation of it. The "
+                   "group, its members, its coordinator and its memory stay.")
+    def post(self, request: Request, group_id: int) -> Response:
+        group = _get_group(request, group_id)
+        try:
+            count = group_clear(group=group)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return Response(GroupClearedOutput({"conversations": count}).data)
+
+
+class GroupArchiveApi(APIView):
+    @extend_schema(tags=TAGS, request=None,
+                   responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+                   description="The room leaves the roster and keeps its transcript.")
+    def post(self, request: Request, group_id: int) -> Response:
+        group = _get_group(request, group_id)
+        try:
+            group_archive(group=group)
+        except GroupError as exc:
+            raise _api_error(exc) from exc
+        return _group_response(request, group_id)

@@ -1,0 +1,173 @@
+"""Deciding a member's pending action: approve runs exactly that action once and resumes the
+request; reject records the refusal as the tool result and resumes. Stop wins over both.
+
+Every surface (the dashboard, Telegram, …) comes through ``approval_decide``; the member is
+never run as an ordinary 1:1 turn. Lock order: group, then request, then approval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from garden import events
+from garden.models import Approval, Message
+from garden.services.conversations import message_append, text_block
+from garden.tools import ToolContext, ToolOutcome, check_arguments, get_tool
+from groups.models import Group, GroupRequest
+from groups.services.requests import approval_event, request_event
+
+DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
+SURFACES = ("dashboard", "telegram", "api", "admin")
+
+
+class ApprovalError(Exception):
+    def __init__(self, code: str, message: str, *, status: int = 400, field: str = "decision") -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Decision:
+    approval: Approval
+    repeated: bool  # True when this call found the same decision already made
+
+
+def approval_decide(
+    *, user: AbstractBaseUser, approval_id: int, decision: str, surface: str = "dashboard"
+) -> Decision:
+    """Decide once. A repeated identical decision returns the first outcome and runs nothing;
+    a different one is refused (409). A request already finished — stopped, say — has had
+    its approval rejected, so a late approve is refused too."""
+    if decision not in DECISIONS:
+        raise ApprovalError("INVALID_DECISION", "decision must be 'approve' or 'reject'.")
+    if surface not in SURFACES:
+        raise ApprovalError("INVALID_SURFACE", f"surface must be one of {', '.join(SURFACES)}.",
+                            field="surface")
+    wanted = DECISIONS[decision]
+    head = (Approval.objects.filter(pk=approval_id, owner=user)
+            .values("request__group_id", "request_id").first())
+    if head is None:
+        raise ApprovalError("NOT_FOUND", "No such approval.", status=404, field="approval")
+    with transaction.atomic():
+        if head["request__group_id"]:
+            Group.objects.select_for_update().filter(pk=head["request__group_id"]).first()
+        request = (GroupRequest.objects.select_for_update().filter(pk=head["request_id"]).first()
+                   if head["request_id"] else None)
+        approval = Approval.objects.select_for_update().get(pk=approval_id)
+        if approval.status != Approval.Status.PENDING:
+            if approval.status == wanted:
+                return Decision(approval, repeated=True)
+            raise ApprovalError(
+                "APPROVAL_ALREADY_DECIDED",
+                f"This action was already {approval.status}"
+                + (f" ({approval.reason})" if approval.reason else "") + ".",
+                status=409,
+            )
+        approval.status = wanted
+        approval.decided_by = user
+        approval.surface = surface
+        approval.decided_at = timezone.now()
+        approval.save(update_fields=["status", "decided_by", "surface", "decided_at"])
+        channel = events.group_channel(request.group_id) if request else events.conversation_channel(
+            approval.conversation_id)
+        events.send_event_on_commit(channel=channel, event=approval_event(approval))
+        if wanted == Approval.Status.REJECTED:
+            _record_and_resume(approval, request, ToolOutcome(
+                f"REJECTED: {user.get_username()} rejected {approval.action.get('name')} on {surface}; "
+                "it did not run.", is_error=True, code="REJECTED"))
+        else:
+            approval_id_ = approval.pk
+            transaction.on_commit(lambda: _enqueue_execution(approval_id_))
+    return Decision(approval, repeated=False)
+
+
+def _enqueue_execution(approval_id: int) -> None:
+    from groups.tasks import execute_approval
+
+    execute_approval.delay(approval_id)
+
+
+def approval_execute(*, approval_id: int) -> str:
+    """Run an approved action exactly once (claimed by ``executed_at``), outside any
+    transaction, then record its result and resume the request.
+
+    The action never starts once its request has stopped: the claim checks the request is
+    still awaiting this approval, under the request's row lock.
+    """
+    with transaction.atomic():
+        approval = Approval.objects.select_related("agent").get(pk=approval_id)
+        if approval.request_id:
+            Group.objects.select_for_update().filter(pk=approval.request.group_id).first()
+            request = GroupRequest.objects.select_for_update().get(pk=approval.request_id)
+            if request.state != GroupRequest.State.AWAITING_APPROVAL:
+                return "request_not_waiting"
+        else:
+            request = None
+        claimed = Approval.objects.filter(
+            pk=approval_id, status=Approval.Status.APPROVED, executed_at__isnull=True
+        ).update(executed_at=timezone.now())
+        if not claimed:
+            return "already_executed"
+    outcome = _run(approval)
+    with transaction.atomic():
+        if request is not None:
+            Group.objects.select_for_update().filter(pk=request.group_id).first()
+            request = GroupRequest.objects.select_for_update().get(pk=request.pk)
+        _record_and_resume(approval, request, outcome)
+    return "executed"
+
+
+def _run(approval: Approval) -> ToolOutcome:
+    name, arguments = approval.action.get("name", ""), approval.action.get("arguments", {})
+    tool = get_tool(name)
+    if tool is None or tool.handler is None:
+        return ToolOutcome(f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE")
+    problem = check_arguments(tool, arguments)
+    if problem:
+        return ToolOutcome(f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS")
+    request = approval.request
+    ctx = ToolContext(owner_id=approval.owner_id, agent_id=approval.agent_id,
+                      conversation_id=approval.conversation_id,
+                      group_id=request.group_id if request else None,
+                      request_id=approval.request_id)
+    try:
+        return tool.handler(ctx, arguments)
+    except Exception as exc:  # the failure is the model's information
+        return ToolOutcome(f"TOOL_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="TOOL_FAILED")
+
+
+def _record_and_resume(approval: Approval, request: GroupRequest | None, outcome: ToolOutcome) -> None:
+    """Record the action's result under the requesting agent and, if the request is still
+    waiting on it, resume from where it stopped. Caller holds the group and request locks."""
+    from groups.coordinator import _enqueue_on_commit
+
+    channel = events.group_channel(request.group_id) if request else None
+    message_append(
+        conversation_id=approval.conversation_id, speaker_kind=Message.SpeakerKind.AGENT,
+        speaker_agent=approval.agent, request_id=approval.request_id, channel=channel,
+        content=[{"type": "tool_result", "call_id": approval.tool_call_id, "content": outcome.content,
+                  "is_error": outcome.is_error}],
+    )
+    if approval.status == Approval.Status.APPROVED:
+        message_append(
+            conversation_id=approval.conversation_id, speaker_kind=Message.SpeakerKind.AGENT,
+            speaker_agent=approval.agent, request_id=approval.request_id, channel=channel,
+            kind=Message.Kind.ACTIVITY,
+            content=[text_block(f"{approval.agent.name} ran {approval.action.get('name')} "
+                                f"(approved on {approval.surface}).")],
+        )
+    if request is None or request.state != GroupRequest.State.AWAITING_APPROVAL:
+        return
+    if Approval.objects.filter(request=request, status=Approval.Status.PENDING).exists():
+        return
+    request.state = GroupRequest.State.RUNNING
+    request.completed_fence = request.fence
+    request.save(update_fields=["state", "completed_fence", "updated_at"])
+    events.send_event_on_commit(channel=channel, event=request_event(request))
+    _enqueue_on_commit(request.pk, request.fence)

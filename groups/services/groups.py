@@ -1,0 +1,303 @@
+"""Writes for groups: create, change, delete with a minute of undo, purge, clear and archive.
+
+Every change goes through ``groups.rules``; every write takes the group row FOR UPDATE first
+(the lock order everywhere: group before request). Clear and delete stop the group's work
+first, as Stop does. Events are pushed to the group's channel after commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from garden import events
+from garden.models import Agent, Conversation, MemoryNote
+from groups import rules
+from groups.models import Group, Membership
+from groups.services.requests import request_stop_active
+
+UNDO_SECONDS = 60
+UNDO_WINDOW = timedelta(seconds=UNDO_SECONDS)
+# The largest primary key any table here can hold; larger ids cannot name a row.
+_MAX_ID = 2**63 - 1
+
+
+class GroupError(Exception):
+    """A named refusal of a group write; the API maps ``code`` to an HTTP status."""
+
+    code = "GROUP_ERROR"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class GroupNotFound(GroupError):
+    code = "NOT_FOUND"
+
+    def __init__(self) -> None:
+        super().__init__("No such group.")
+
+
+class UndoExpired(GroupError):
+    code = "UNDO_EXPIRED"
+
+    def __init__(self) -> None:
+        super().__init__("The minute to undo this deletion has passed.")
+
+
+class GroupRulesBroken(GroupError):
+    """The rule set refused the change; ``errors`` holds every named error."""
+
+    code = "INVALID"
+
+    def __init__(self, errors: Sequence[rules.GroupRuleError]) -> None:
+        super().__init__("; ".join(e.message for e in errors), field=errors[0].field)
+        self.errors = tuple(errors)
+
+
+def group_event(group: Group, *, change: str) -> dict:
+    event_type = "group.deleted" if change == "deleted" else "group.updated"
+    members = list(group.memberships.order_by("position", "id").values_list("agent_id", flat=True))
+    return {
+        "type": event_type,
+        "change": change,
+        "group": {
+            "id": group.pk, "name": group.name, "coordinator": group.coordinator_id,
+            "members": members,
+            "archived_at": group.archived_at.isoformat() if group.archived_at else None,
+            "deleted_at": group.deleted_at.isoformat() if group.deleted_at else None,
+        },
+    }
+
+
+def _push(group: Group, *, change: str) -> None:
+    events.send_event_on_commit(channel=events.group_channel(group.pk),
+                                event=group_event(group, change=change))
+
+
+def _candidates(ids: Iterable[int], *, lock: bool = False) -> dict[int, rules.Candidate]:
+    """The agents named by ``ids``, whoever owns them: the rules decide what is not found."""
+    wanted = {i for i in ids if isinstance(i, int) and 0 < i <= _MAX_ID}
+    if not wanted:
+        return {}
+    qs = Agent.objects.filter(pk__in=wanted).order_by("pk")
+    if lock:
+        # An agent being removed right now waits for this change, or this change sees it.
+        qs = qs.select_for_update(of=("self",))
+    return {a.pk: rules.Candidate.of(a) for a in qs}
+
+
+def _lock_group(*, group_id: int, owner_id: int | None = None) -> Group:
+    """Caller holds a transaction. The group row FOR UPDATE; deleted reads as not found."""
+    qs = Group.objects.select_for_update(of=("self",)).filter(pk=group_id, deleted_at__isnull=True)
+    if owner_id is not None:
+        qs = qs.filter(owner_id=owner_id)
+    group = qs.first()
+    if group is None:
+        raise GroupNotFound()
+    return group
+
+
+def _shape(group: Group) -> rules.GroupShape:
+    members = tuple(group.memberships.order_by("position", "id").values_list("agent_id", flat=True))
+    return rules.GroupShape(name=group.name, members=members, coordinator=group.coordinator_id)
+
+
+def _set_members(group: Group, members: Sequence[int]) -> None:
+    """Make the membership exactly ``members``, in that order. Caller holds the group lock."""
+    Membership.objects.filter(group=group).exclude(agent_id__in=members).delete()
+    existing = {m.agent_id: m for m in Membership.objects.filter(group=group)}
+    for position, agent_id in enumerate(members):
+        membership = existing.get(agent_id)
+        if membership is None:
+            Membership.objects.create(group=group, agent_id=agent_id, position=position)
+        elif membership.position != position:
+            membership.position = position
+            membership.save(update_fields=["position"])
+
+
+def group_create(
+    *,
+    owner: AbstractBaseUser,
+    name: str | None,
+    members: Sequence[int],
+    coordinator: int | None = None,
+) -> Group:
+    """Create a group under the rule set; without a coordinator, Concierge coordinates."""
+    members = list(members)
+    concierge = (
+        Agent.objects.filter(owner=owner, builtin=Agent.Builtin.CONCIERGE).first()
+        if coordinator is None else None
+    )
+    default = concierge.pk if concierge else coordinator
+    with transaction.atomic():
+        agents = _candidates([*members, *([default] if default is not None else [])], lock=True)
+        result = rules.check_group_create(
+            owner_id=owner.pk, name=name, members=members, coordinator=coordinator,
+            agents=agents, default_coordinator=agents.get(concierge.pk) if concierge else None,
+        )
+        if not result.ok:
+            raise GroupRulesBroken(result.errors)
+        shape = result.shape
+        group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
+        _set_members(group, shape.members)
+        _push(group, change="created")
+    return group
+
+
+def group_check_change(
+    *,
+    group: Group,
+    name: str | None = None,
+    members: Sequence[int] | None = None,
+    coordinator: int | None = None,
+    lock: bool = False,
+) -> tuple[rules.GroupShape, rules.RuleResult]:
+    """The group's current shape and the rule set's verdict on the change (nothing written).
+
+    With ``lock`` the caller holds FOR UPDATE on the group row and the agents named are
+    locked too. The admin form calls this to show the rules' messages on its fields.
+    """
+    current = _shape(group)
+    named = [*current.members, current.coordinator, *(members or []),
+             *([coordinator] if coordinator is not None else [])]
+    result = rules.check_group_change(
+        owner_id=group.owner_id, current=current, agents=_candidates(named, lock=lock),
+        name=name, members=list(members) if members is not None else None,
+        coordinator=coordinator,
+    )
+    return current, result
+
+
+def group_update(
+    *,
+    group: Group,
+    name: str | None = None,
+    members: Sequence[int] | None = None,
+    coordinator: int | None = None,
+) -> Group:
+    """Change the name, coordinator and/or membership (in list order); ``None`` keeps a part.
+
+    Takes FOR UPDATE on the group row, then on the agents the change names.
+    """
+    with transaction.atomic():
+        locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
+        current, result = group_check_change(group=locked, name=name, members=members,
+                                             coordinator=coordinator, lock=True)
+        if not result.ok:
+            raise GroupRulesBroken(result.errors)
+        shape = result.shape
+        if shape == current:
+            return locked
+        locked.name = shape.name
+        locked.coordinator_id = shape.coordinator
+        locked.save(update_fields=["name", "coordinator", "updated_at"])
+        if shape.members != current.members:
+            _set_members(locked, shape.members)
+        _push(locked, change="changed")
+    return locked
+
+
+def group_delete(*, group: Group, now: datetime | None = None) -> datetime:
+    """Stop the group's work, mark it deleted and return ``undo_until`` (a minute later).
+
+    The group leaves every read at once; ``group_restore`` brings it back until
+    ``undo_until``, and the owner's next group-list read after that purges it.
+    """
+    with transaction.atomic():
+        locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
+        request_stop_active(group=locked, reason="The group was deleted.", include_queued=True)
+        locked.deleted_at = now or timezone.now()
+        locked.save(update_fields=["deleted_at", "updated_at"])
+        _push(locked, change="deleted")
+    group.deleted_at = locked.deleted_at
+    return locked.deleted_at + UNDO_WINDOW
+
+
+def group_restore(*, owner: AbstractBaseUser, group_id: int, now: datetime | None = None) -> Group:
+    """Bring a deleted group back as it was, until a minute after its deletion.
+
+    A group that is not deleted is returned as it is. Raises GroupNotFound for an unknown
+    (or another owner's, or already purged) group, UndoExpired after the minute.
+    """
+    now = now or timezone.now()
+    if not 0 < group_id <= _MAX_ID:
+        raise GroupNotFound()
+    with transaction.atomic():
+        group = (Group.objects.select_for_update(of=("self",))
+                 .filter(pk=group_id, owner_id=owner.pk).first())
+        if group is None:
+            raise GroupNotFound()
+        if group.deleted_at is None:
+            return group
+        if now > group.deleted_at + UNDO_WINDOW:
+            raise UndoExpired()
+        group.deleted_at = None
+        group.save(update_fields=["deleted_at", "updated_at"])
+        _push(group, change="restored")
+    return group
+
+
+def group_purge_expired(*, owner: AbstractBaseUser, now: datetime | None = None) -> int:
+    """Remove for good the owner's groups deleted more than a minute ago; returns how many.
+
+    Each goes with its conversations and everything that cascades from them (messages,
+    requests, reservations, approvals), its member rows, the row itself, and the notes and
+    preferences of its memory scope. Its agents are never touched; artifacts keep their row
+    (their conversation link is cleared by SET_NULL).
+    """
+    cutoff = (now or timezone.now()) - UNDO_WINDOW
+    purged = 0
+    ids = list(Group.objects.filter(owner=owner, deleted_at__lt=cutoff).values_list("pk", flat=True))
+    for group_id in ids:
+        with transaction.atomic():
+            # A concurrent list read may be purging the same group: take it or leave it.
+            group = (Group.objects.select_for_update(of=("self",), skip_locked=True)
+                     .filter(pk=group_id, owner=owner, deleted_at__lt=cutoff).first())
+            if group is None:
+                continue
+            MemoryNote.objects.filter(owner=owner, scope=group.memory_scope).delete()
+            Conversation.objects.filter(group=group).delete()
+            group.delete()
+            purged += 1
+    return purged
+
+
+def group_clear(*, group: Group) -> int:
+    """Stop the group's work and delete every conversation of it; returns how many.
+
+    Messages, requests, reservations and approvals go with the conversations, and so does
+    the summary a rollover carried forward (it lives on the thread it starts). The group, its
+    members, its coordinator and its memory scope stay; artifacts keep their row.
+    """
+    with transaction.atomic():
+        locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
+        request_stop_active(group=locked, reason="The history was cleared.", include_queued=True)
+        conversations = Conversation.objects.filter(group=locked)
+        count = conversations.count()
+        conversations.delete()
+        _push(locked, change="cleared")
+    return count
+
+
+def group_archive(*, group: Group, now: datetime | None = None) -> Group:
+    """The room leaves the roster and keeps its transcript; idempotent.
+
+    Its work is stopped first: an archived room has no roster entry from which it could be
+    watched, stopped or have an approval decided.
+    """
+    with transaction.atomic():
+        locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
+        if locked.archived_at is not None:
+            return locked
+        request_stop_active(group=locked, reason="The group was archived.", include_queued=True)
+        locked.archived_at = now or timezone.now()
+        locked.save(update_fields=["archived_at", "updated_at"])
+        _push(locked, change="archived")
+    return locked

@@ -1,0 +1,148 @@
+"""The purge: the next group-list read after the minute removes exactly what the seed lists
+(conversations and what cascades from them, member rows, the row, its memory scope) and
+nothing else; agents and artifacts remain."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from garden.models import (
+    Agent,
+    Approval,
+    Artifact,
+    Conversation,
+    MemoryNote,
+    Message,
+    ModelAccount,
+)
+from garden.services.agents import agent_create, scripted_account_for
+from garden.services.conversations import message_append, text_block
+from groups.models import CallReservation, Group, GroupRequest, Membership
+from groups.services.groups import group_create, group_delete, group_purge_expired
+
+pytestmark = pytest.mark.django_db
+
+TABLES = [get_user_model(), ModelAccount, Agent, Group, Membership, Conversation, Message,
+          GroupRequest, CallReservation, Approval, MemoryNote, Artifact]
+
+
+def table_counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in TABLES}
+
+
+def make_group(owner, name):
+    account = scripted_account_for(owner=owner)
+    members = [agent_create(owner=owner, handle=f"{name}-{n}", name=f"{name} {n}",
+                            model_account=account) for n in range(2)]
+    return group_create(owner=owner, name=name, members=[m.pk for m in members])
+
+
+def populate(group, *, conversations=2) -> dict[str, int]:
+    """Give ``group`` a transcript with requests, reservations, approvals, artifacts and
+    memory; returns how many rows of each table belong to it (the artifacts do not)."""
+    member = group.memberships.order_by("position").last().agent
+    owner = group.owner
+    for n in range(conversations):
+        conv = Conversation.objects.create(owner=owner, group=group, carried_summary="so far")
+        request = GroupRequest.objects.create(group=group, conversation=conv, state="completed")
+        owner_turn = message_append(conversation_id=conv.pk, speaker_kind="owner",
+                                    content=[text_block("review spending")], request_id=request.pk)
+        message_append(conversation_id=conv.pk, speaker_kind="agent", speaker_agent=member,
+                       content=[text_block("done")], request_id=request.pk, in_reply_to=owner_turn)
+        GroupRequest.objects.filter(pk=request.pk).update(message=owner_turn)
+        for purpose in ("working", "synthesis"):
+            CallReservation.objects.create(request=request, purpose=purpose, agent=member, fence=1)
+        Approval.objects.create(owner=owner, request=request, conversation=conv, agent=member,
+                                tool_call_id=f"call-{n}", action={"name": "files.write"},
+                                status="approved")
+        Artifact.objects.create(owner=owner, agent=member, conversation=conv, title=f"chart {n}")
+    MemoryNote.objects.create(owner=owner, scope=group.memory_scope, text="save 10%")
+    MemoryNote.objects.create(owner=owner, scope=group.memory_scope, kind="preference",
+                              text="euros")
+    return {"Group": 1, "Membership": group.memberships.count(), "Conversation": conversations,
+            "Message": 2 * conversations, "GroupRequest": conversations,
+            "CallReservation": 2 * conversations, "Approval": conversations, "MemoryNote": 2}
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    state = {"now": timezone.now()}
+    monkeypatch.setattr("groups.services.groups.timezone.now", lambda: state["now"])
+    return state
+
+
+@pytest.fixture
+def world(owner, stranger):
+    """The doomed group beside everything the purge must leave alone."""
+    doomed = make_group(owner, "doomed")
+    owned = populate(doomed)
+    kept = make_group(owner, "kept")
+    populate(kept, conversations=1)
+    recent = make_group(owner, "recent")  # deleted later, within the minute
+    theirs = make_group(stranger, "theirs")
+    populate(theirs, conversations=1)
+    one_to_one = Conversation.objects.create(owner=owner, agent=doomed.coordinator)
+    message_append(conversation_id=one_to_one.pk, speaker_kind="owner", content=[text_block("hi")])
+    MemoryNote.objects.create(owner=owner, scope=f"private:{doomed.coordinator_id}", text="mine")
+    MemoryNote.objects.create(owner=owner, scope=f"shared:{owner.pk}", text="shared")
+    return {"doomed": doomed, "owned": owned, "kept": kept, "recent": recent, "theirs": theirs}
+
+
+def test_the_next_list_read_after_the_minute_purges_exactly_the_group(api, world, clock):
+    doomed = world["doomed"]
+    doomed_agents = list(doomed.memberships.values_list("agent_id", flat=True))
+    doomed_artifacts = list(Artifact.objects.filter(conversation__group=doomed).values_list("pk", flat=True))
+    t0 = clock["now"]
+    assert api.delete(f"/api/groups/{doomed.pk}").status_code == 200
+    group_delete(group=world["theirs"], now=t0)
+    before = table_counts()
+
+    clock["now"] = t0 + timedelta(seconds=30)
+    assert api.delete(f"/api/groups/{world['recent'].pk}").status_code == 200
+
+    clock["now"] = t0 + timedelta(seconds=59)
+    api.get("/api/groups")
+    assert table_counts() == before, "nothing goes within the minute"
+
+    clock["now"] = t0 + timedelta(seconds=61)
+    listing = api.get("/api/groups")
+    assert [g["name"] for g in listing.json()] == ["kept"]
+
+    after = table_counts()
+    expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
+    assert after == expected
+    assert not Group.objects.filter(pk=doomed.pk).exists()
+    assert not MemoryNote.objects.filter(scope=doomed.memory_scope).exists()
+    # Its agents are never touched; files it made keep their row, without the thread.
+    assert Agent.objects.filter(pk__in=doomed_agents, removed_at=None).count() == len(doomed_agents)
+    assert Artifact.objects.filter(pk__in=doomed_artifacts, conversation=None).count() == 2
+    # The group deleted 31 s ago and another owner's expired group are still there.
+    assert Group.objects.filter(pk=world["recent"].pk, deleted_at__isnull=False).exists()
+    assert Group.objects.filter(pk=world["theirs"].pk).exists()
+    # After the purge there is nothing left to restore.
+    assert api.post(f"/api/groups/{doomed.pk}/restore").status_code == 404
+
+
+def test_purge_is_idempotent_and_only_the_owners(owner, stranger, world, clock):
+    t0 = clock["now"]
+    group_delete(group=world["doomed"], now=t0)
+    group_delete(group=world["theirs"], now=t0)
+    later = t0 + timedelta(seconds=61)
+    assert group_purge_expired(owner=owner, now=later) == 1
+    assert group_purge_expired(owner=owner, now=later) == 0
+    assert Group.objects.filter(pk=world["theirs"].pk).exists()
+    assert group_purge_expired(owner=stranger, now=later) == 1
+
+
+@pytest.mark.postgres
+def test_purge_on_postgres_cascades_the_same(api, world, clock):
+    """The same purge under PostgreSQL's FK enforcement and row locks."""
+    t0 = clock["now"]
+    api.delete(f"/api/groups/{world['doomed'].pk}")
+    before = table_counts()
+    clock["now"] = t0 + timedelta(seconds=61)
+    api.get("/api/groups")
+    expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
+    assert table_counts() == expected

@@ -1,0 +1,123 @@
+"""The room's routes: messages, request state, stop, approvals — owner-only, CSRF, named 400s."""
+
+from __future__ import annotations
+
+import pytest
+
+from garden.models import Approval, Message
+from groups.models import GroupRequest
+from groups.services.requests import request_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def group(group_factory):
+    return group_factory(concierge_rules=[], members={"ledger": [], "advisor": []})
+
+
+def counts():
+    return (Message.objects.count(), GroupRequest.objects.count(), Approval.objects.count())
+
+
+def test_post_a_message_stores_the_turn_and_a_queued_request(api, group):
+    response = api.post(f"/api/groups/{group.pk}/messages", {"text": "@advisor then @ledger, plan it"})
+    assert response.status_code == 202, response.content
+    body = response.json()
+    assert body["message"]["speaker"]["kind"] == "owner"
+    assert body["request"]["state"] == "queued"
+    assert [c["source"] for c in body["request"]["queue"]] == ["mention", "mention"]
+    listing = api.get(f"/api/groups/{group.pk}/messages").json()
+    assert [m["seq"] for m in listing["messages"]] == [1] and listing["last_seq"] == 1
+    assert api.get(f"/api/groups/{group.pk}/messages", {"after": 1}).json()["messages"] == []
+    detail = api.get(f"/api/groups/{group.pk}/requests/{body['request']['id']}").json()
+    assert detail["budget"] == {"working_reserved": 0, "working_limit": 11, "synthesis_reserved": 0,
+                                "synthesis_limit": 1, "maintenance_reserved": 0, "maintenance_limit": 1}
+
+
+@pytest.mark.parametrize(("payload", "field", "code"), [
+    ({}, "text", "required"),
+    ({"text": "   "}, "text", "blank"),
+    ({"text": "@ghost, do it"}, "text", "UNKNOWN_MEMBER"),
+    ({"text": "x" * 20_001}, "text", "max_length"),
+])
+def test_bad_messages_are_400_and_write_nothing(api, group, payload, field, code):
+    before = counts()
+    response = api.post(f"/api/groups/{group.pk}/messages", payload)
+    assert response.status_code == 400
+    assert {"field": field, "code": code} in [{k: e[k] for k in ("field", "code")} for e in response.json()["errors"]]
+    assert counts() == before
+
+
+def test_unknown_mention_names_the_handles(api, group):
+    response = api.post(f"/api/groups/{group.pk}/messages", {"text": "@ghost and @phantom, look"})
+    assert "@ghost" in response.json()["message"] and "@phantom" in response.json()["message"]
+
+
+def test_writes_need_csrf(api, group):
+    before = counts()
+    assert api.post(f"/api/groups/{group.pk}/messages", {"text": "hi"}, csrf=False).status_code == 403
+    assert api.post(f"/api/groups/{group.pk}/stop", csrf=False).status_code == 403
+    assert counts() == before
+
+
+def test_another_users_room_is_404(client, stranger, group):
+    from rest_framework.test import APIClient
+
+    other = APIClient()
+    other.force_login(stranger)
+    request = request_create(group=group, text="hello")
+    for path in (f"/api/groups/{group.pk}/messages", f"/api/groups/{group.pk}/requests/{request.pk}"):
+        assert other.get(path).status_code == 404
+    assert other.post(f"/api/groups/{group.pk}/messages", {"text": "x"}, format="json").status_code == 404
+    assert other.post(f"/api/groups/{group.pk}/stop").status_code == 404
+
+
+def test_stop_with_nothing_active(api, group):
+    response = api.post(f"/api/groups/{group.pk}/stop")
+    assert response.status_code == 200 and response.json() == {"stopped": None}
+
+
+def test_stop_ends_the_active_request(api, group):
+    request = request_create(group=group, text="hello")
+    GroupRequest.objects.filter(pk=request.pk).update(state="running")
+    response = api.post(f"/api/groups/{group.pk}/stop").json()
+    assert response["stopped"]["state"] == "stopped"
+    assert Message.objects.filter(request=request, kind="notice").exists()
+
+
+def make_pending_approval(group, owner):
+    request = request_create(group=group, text="hello")
+    GroupRequest.objects.filter(pk=request.pk).update(state="awaiting_approval")
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    return Approval.objects.create(owner=owner, request=request, conversation=request.conversation,
+                                   agent=ledger, tool_call_id="call_1",
+                                   action={"name": "file.write", "arguments": {"title": "t", "content": "c"}})
+
+
+def test_approvals_list_and_decide(api, group, owner):
+    approval = make_pending_approval(group, owner)
+    listed = api.get("/api/approvals", {"state": "pending"}).json()["approvals"]
+    assert [(a["id"], a["agent"]["handle"]) for a in listed] == [(approval.pk, "ledger")]
+    assert api.get("/api/approvals", {"state": "nope"}).status_code == 400
+    bad = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "maybe"})
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "decision"
+    first = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "telegram"})
+    assert first.status_code == 200 and first.json()["status"] == "rejected"
+    again = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "reject"})
+    assert again.status_code == 200 and again.json()["repeated"] is True
+    conflict = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"})
+    assert conflict.status_code == 409 and conflict.json()["code"] == "APPROVAL_ALREADY_DECIDED"
+
+
+def test_another_users_approval_is_404(stranger, group, owner):
+    from rest_framework.test import APIClient
+
+    approval = make_pending_approval(group, owner)
+    other = APIClient()
+    other.force_login(stranger)
+    response = other.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"}, format="json")
+    assert response.status_code == 404
+    assert other.get("/api/approvals").json()["approvals"] == []
+    approval.refresh_from_db()
+    assert approval.status == "pending"
