@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint run worker clean
+.PHONY: demo test bench lint run worker screenshots clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,8 +17,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	@env -u DATABASE_URL -u REDIS_URL $(PY) manage.py demo
 
+# Each run gets its own var/ (broker files, SQLite test database, locks), so two runs on one
+# machine never consume each other's tasks.
 test: $(STAMP)
-	@eval "$$($(PY) scripts/services_env.py)" && $(PY) -m pytest $(PYTEST_ARGS)
+	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
+	  eval "$$($(PY) scripts/services_env.py)" && \
+	  $(PY) -m pytest $(PYTEST_ARGS); status=$$?; rm -rf "$$GARDEN_VAR_DIR"; exit $$status
 
 bench: $(STAMP)
 	@$(PY) bench/bench_projection.py
@@ -26,11 +30,16 @@ bench: $(STAMP)
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
 
+# The dashboard at http://127.0.0.1:8000/; without REDIS_URL its worker runs in the same process.
 run: $(STAMP)
-	@$(PY) manage.py migrate --verbosity 0 && $(PY) -m daphne -b 127.0.0.1 -p 8000 config.asgi:application
+	@$(PY) manage.py migrate --verbosity 0 && $(PY) manage.py rundashboard 127.0.0.1:8000
 
 worker: $(STAMP)
 	@$(PY) -m celery -A config worker --loglevel=info
+
+# PNGs of the dashboard in screenshots/, from a fresh seeded database (needs /usr/bin/chromium).
+screenshots: $(STAMP)
+	@env -u DATABASE_URL -u REDIS_URL $(PY) -m dashboard.screenshots
 
 clean:
 	rm -rf var/ .pytest_cache .ruff_cache .hypothesis

@@ -1,3 +1,5 @@
 """Websocket routes."""
 
-websocket_urlpatterns: list = []
+from dashboard.routing import websocket_urlpatterns as dashboard_routes
+
+websocket_urlpatterns: list = [*dashboard_routes]

@@ -27,7 +27,6 @@ from garden.providers import (
     ConfirmedRejection,
     ProviderConfigError,
     ProviderError,
-    TextBlock,
     ToolCall,
     ToolSpec,
     get_provider,
@@ -158,11 +157,9 @@ def enqueue_step(request_id: int, fence: int, *, attempt: int = 1, first_at: flo
 _AFTER_LOCK: ContextVar[list[Callable[[], None]] | None] = ContextVar("after_lock", default=None)
 
 
-def _enqueue_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
-    """Enqueue the next step after commit — and, inside a step, after the group lock is free."""
-
-    def send() -> None:
-        enqueue_step(request_id, fence, **kwargs)
+def send_after_commit(send: Callable[[], None]) -> None:
+    """Call ``send`` (an enqueue) after commit — and, inside a step, only once the group
+    lock is released, so the task it sends never finds the lock still held."""
 
     def on_commit() -> None:
         pending = _AFTER_LOCK.get()
@@ -172,6 +169,10 @@ def _enqueue_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
             pending.append(send)
 
     transaction.on_commit(on_commit)
+
+
+def _enqueue_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
+    send_after_commit(lambda: enqueue_step(request_id, fence, **kwargs))
 
 
 # --- the step -------------------------------------------------------------------------------
@@ -259,11 +260,9 @@ def transcript_turns(room: Room) -> list[Turn]:
         current = row[1] or current
         ordered.append(((current, row[0]), row))
     ordered.sort(key=lambda pair: pair[0])
+    # A rolled-over thread starts with its summary turn (kind "summary"), so the summary
+    # the thread carries reaches the models through the transcript itself.
     turns = []
-    summary = room.request.conversation.carried_summary
-    if summary:
-        turns.append(Turn(seq=0, speaker_kind="garden", speaker_agent_id=None, speaker_handle=None,
-                          content=(TextBlock(summary),), kind="summary"))
     for position, (_, row) in enumerate(ordered, start=1):
         _, _, speaker_kind, agent_id, handle, content, kind, addressed, reply_to = row
         turns.append(Turn(
@@ -395,13 +394,57 @@ def _record(room: Room, speaker: Agent, purpose: str, reservation: CallReservati
         room.request.queue = [c.to_json() for c in queue]
         room.request.save(update_fields=["queue", "updated_at"])
     outcomes = [(call, _run_tool(room, speaker, call)) for call in pending]
+    limit = oversized_limit(room.group.room_cap_chars)
     with _fenced(room):
-        _append(room, speaker=speaker, content=[
-            {"type": "tool_result", "call_id": call.id, "content": out.content, "is_error": out.is_error}
-            for call, out in outcomes
-        ])
+        blocks: list[dict] = []
+        too_large: list[tuple[ToolCall, int, int]] = []
+        for call, out in outcomes:
+            if len(out.content) > limit:
+                artifact = _keep_as_artifact(room, speaker, call, out)
+                too_large.append((call, len(out.content), artifact.pk))
+                blocks.append({"type": "tool_result", "call_id": call.id, "is_error": True,
+                               "content": f"TOO_LARGE_TO_CARRY: {len(out.content)} characters; kept as "
+                                          f"artifact {artifact.pk} ({artifact.title})."})
+                blocks.append({"type": "artifact_ref", "artifact_id": str(artifact.pk),
+                               "kind": artifact.kind, "title": artifact.title})
+            else:
+                blocks.append({"type": "tool_result", "call_id": call.id, "content": out.content,
+                               "is_error": out.is_error})
+        _append(room, speaker=speaker, content=blocks)
+        if too_large:
+            return _controlled_stop(room, speaker, queue, too_large)
         _complete_step(room, queue)
     return "tools"
+
+
+def oversized_limit(cap_chars: int) -> int:
+    """A single tool result larger than half the room cap cannot be carried: it would crowd
+    out the room (or overflow the model) on the member's next call."""
+    return max(1_000, cap_chars // 2)
+
+
+def _keep_as_artifact(room: Room, speaker: Agent, call: ToolCall, out: ToolOutcome):
+    from garden.models import Artifact
+
+    return Artifact.objects.create(
+        owner_id=room.group.owner_id, agent=speaker, conversation_id=room.request.conversation_id,
+        kind="document", title=f"{call.name} output ({len(out.content):,} characters)",
+        mime_type="text/plain", content=out.content, size=len(out.content.encode()),
+    )
+
+
+def _controlled_stop(room: Room, speaker: Agent, queue: list[Contribution],
+                     too_large: list[tuple[ToolCall, int, int]]) -> str:
+    """End the member's run on output too large to carry: the output is an artifact now, the
+    coordinator is told, and the request moves to synthesis over a bounded room."""
+    sizes = ", ".join(f"{call.name}: {n:,} characters (artifact {aid})" for call, n, aid in too_large)
+    if queue and queue[0].agent == speaker.pk and queue[0].call_id:
+        _answer_ask(room, queue[0], f"@{speaker.handle}'s run ended: its tool output was too large to "
+                                    f"carry ({sizes}); it is kept as an artifact.", is_error=True)
+        queue.pop(0)
+    room.request.queue = [c.to_json() for c in queue]
+    return _begin_synthesis(room, f"@{speaker.handle}'s tool output was too large to carry ({sizes}); "
+                                  f"it is kept as an artifact and referenced above.", fenced=False)
 
 
 def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
@@ -516,17 +559,22 @@ def _skip_member(room: Room, queue: list[Contribution], why: str) -> str:
     return "skipped"
 
 
-def _begin_synthesis(room: Room, why: str) -> str:
-    """Working budget spent: tell the coordinator, close its open asks, move to synthesis."""
-    with _fenced(room):
-        queue = [Contribution.from_json(c) for c in room.request.queue]
-        for head in queue:
-            if head.call_id:
-                _answer_ask(room, head, "[not run: the working budget is spent]", is_error=True)
-        coordinator = room.coordinator
-        _append(room, speaker=None, kind=Message.Kind.NOTICE, content=[text_block(
-            f"{why} @{coordinator.handle} writes the conclusion now from the contributions above.")])
-        _complete_step(room, [], state=GroupRequest.State.SYNTHESIZING)
+def _begin_synthesis(room: Room, why: str, *, fenced: bool = True) -> str:
+    """Tell the coordinator why work ends, close its open asks, move to synthesis.
+
+    ``fenced=False`` when the caller is already inside ``_fenced``.
+    """
+    if fenced:
+        with _fenced(room):
+            return _begin_synthesis(room, why, fenced=False)
+    queue = [Contribution.from_json(c) for c in room.request.queue]
+    for head in queue:
+        if head.call_id:
+            _answer_ask(room, head, "[not run: no more work in this request]", is_error=True)
+    coordinator = room.coordinator
+    _append(room, speaker=None, kind=Message.Kind.NOTICE, content=[text_block(
+        f"{why} @{coordinator.handle} writes the conclusion now from the contributions above.")])
+    _complete_step(room, [], state=GroupRequest.State.SYNTHESIZING)
     return "synthesizing"
 
 

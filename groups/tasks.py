@@ -41,3 +41,14 @@ def execute_approval(approval_id: int) -> str:
     from groups.services.approvals import approval_execute
 
     return approval_execute(approval_id=approval_id)
+
+
+@shared_task(name="groups.after_request", bind=True, acks_late=True, ignore_result=True, max_retries=None)
+def after_request(self, request_id: int) -> str:
+    """After a completed request: roll the thread over if it is full, then start the next."""
+    from groups.rollover import request_after_finish
+
+    try:
+        return request_after_finish(request_id=request_id)
+    except LockContended as exc:
+        raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc

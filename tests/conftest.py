@@ -106,7 +106,8 @@ def celery_worker_thread(transactional_db):
 
     app.control.purge()
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel="WARNING", shutdown_timeout=15):
+                      loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
+                      shutdown_timeout=15):
         yield app
 
 

@@ -55,10 +55,13 @@ def model_account_create(
 
 def scripted_account_for(*, owner: AbstractBaseUser) -> ModelAccount:
     """The owner's default offline account (created on first use)."""
-    account, _ = ModelAccount.objects.get_or_create(
-        owner=owner, name=SCRIPTED_ACCOUNT_NAME,
-        defaults={"provider": ModelAccount.Provider.SCRIPTED, "model": "scripted"},
-    )
+    # The owner may have made accounts of the same name; the oldest scripted one is the default.
+    account = (ModelAccount.objects.filter(owner=owner, name=SCRIPTED_ACCOUNT_NAME,
+                                           provider=ModelAccount.Provider.SCRIPTED)
+               .order_by("id").first())
+    if account is None:
+        account = ModelAccount.objects.create(owner=owner, name=SCRIPTED_ACCOUNT_NAME,
+                                              provider=ModelAccount.Provider.SCRIPTED, model="scripted")
     return account
 
 

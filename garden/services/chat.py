@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from garden.chat_signals import chat_replied
 from garden.models import Conversation, Message
 from garden.providers import (
     ChatMessage,
@@ -117,7 +118,7 @@ def chat_reply(*, message_id: int) -> Message | None:
     kind = Message.Kind.NOTICE if failed else Message.Kind.TURN
     speaker = Message.SpeakerKind.GARDEN if failed else Message.SpeakerKind.AGENT
     try:
-        return message_append(
+        reply = message_append(
             conversation_id=conversation.pk, speaker_kind=speaker,
             speaker_agent=agent if speaker == Message.SpeakerKind.AGENT else None,
             content=content, kind=kind, in_reply_to=owner_message,
@@ -125,3 +126,5 @@ def chat_reply(*, message_id: int) -> Message | None:
     except IntegrityError:
         # Another delivery answered first; the unique reply constraint kept one answer.
         return Message.objects.filter(in_reply_to=owner_message).first()
+    chat_replied.send(sender=Message, message_id=owner_message.pk, reply_id=reply.pk)
+    return reply

@@ -168,3 +168,38 @@ class ApprovalDecideApi(APIView):
         body = approval_payload(decision.approval)
         body["repeated"] = decision.repeated
         return Response(body)
+
+
+class MemoryImportInput(serializers.Serializer):
+    note = serializers.IntegerField(min_value=1)
+
+
+def note_payload(note) -> dict:
+    return {"id": note.pk, "kind": note.kind, "text": note.text, "scope": note.scope,
+            "created_at": note.created_at.isoformat()}
+
+
+class GroupMemoryApi(APIView):
+    @extend_schema(responses={200: dict})
+    def get(self, request: Request, group_id: int) -> Response:
+        from groups.services.memory import MEMORY_SENTENCE, group_memory
+
+        group = _group(request, group_id)
+        return Response({"memory_sentence": MEMORY_SENTENCE,
+                         "notes": [note_payload(n) for n in group_memory(group=group)]})
+
+
+class GroupMemoryImportApi(APIView):
+    @extend_schema(request=MemoryImportInput, responses={201: dict})
+    def post(self, request: Request, group_id: int) -> Response:
+        from groups.services.memory import memory_import_private_note
+
+        group = _group(request, group_id)
+        data = MemoryImportInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            note = memory_import_private_note(owner=request.user, group=group,
+                                              note_id=data.validated_data["note"])
+        except RequestError as exc:
+            raise ApiError(exc.code, str(exc), field=exc.field, status_code=exc.status) from exc
+        return Response(note_payload(note), status=status.HTTP_201_CREATED)

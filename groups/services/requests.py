@@ -93,10 +93,22 @@ def request_finish(
         )
     events.send_event_on_commit(channel=channel, event=request_event(request))
     group_id, request_id, code = request.group_id, request.pk, request.outcome_code
-    transaction.on_commit(lambda: _start_next_after_commit(group_id))
+    from groups.coordinator import send_after_commit
+
+    if state == GroupRequest.State.COMPLETED:
+        # Between completed requests the thread may roll over before the next one starts.
+        send_after_commit(lambda: _after_request_after_commit(request_id))
+    else:
+        send_after_commit(lambda: _start_next_after_commit(group_id))
     transaction.on_commit(lambda: request_finished.send(
         sender=GroupRequest, request_id=request_id, state=state, outcome_code=code))
     return request
+
+
+def _after_request_after_commit(request_id: int) -> None:
+    from groups.tasks import after_request
+
+    after_request.delay(request_id)
 
 
 def _start_next_after_commit(group_id: int) -> None:

@@ -121,3 +121,31 @@ def test_another_users_approval_is_404(stranger, group, owner):
     assert other.get("/api/approvals").json()["approvals"] == []
     approval.refresh_from_db()
     assert approval.status == "pending"
+
+
+def test_owner_imports_a_private_note_into_the_room(api, group, owner):
+    from garden.models import MemoryNote
+
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    note = MemoryNote.objects.create(owner=owner, scope=f"private:{ledger.pk}", text="Rent is 1,400.")
+    before = counts()
+    bad = api.post(f"/api/groups/{group.pk}/memory/import", {"note": 999999})
+    assert bad.status_code == 400 and bad.json()["errors"][0]["code"] == "NOTE_NOT_FOUND"
+    assert counts() == before
+    response = api.post(f"/api/groups/{group.pk}/memory/import", {"note": note.pk})
+    assert response.status_code == 201 and response.json()["scope"] == f"group:{group.pk}"
+    turn = Message.objects.get(speaker_kind="owner", conversation__group=group)
+    assert turn.text == "Imported from @ledger's private memory: Rent is 1,400."
+    memory = api.get(f"/api/groups/{group.pk}/memory").json()
+    assert memory["memory_sentence"] == "What is in the room is seen by the room."
+    assert [n["text"] for n in memory["notes"]] == ["Rent is 1,400."]
+
+
+def test_a_shared_or_group_note_cannot_be_imported_as_private(api, group, owner, stranger):
+    from garden.models import MemoryNote
+
+    shared = MemoryNote.objects.create(owner=owner, scope=f"shared:{owner.pk}", text="shared")
+    theirs = MemoryNote.objects.create(owner=stranger, scope="private:1", text="theirs")
+    for note in (shared, theirs):
+        assert api.post(f"/api/groups/{group.pk}/memory/import", {"note": note.pk}).status_code == 400
+    assert not MemoryNote.objects.filter(scope=f"group:{group.pk}").exists()

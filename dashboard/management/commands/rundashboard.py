@@ -1,0 +1,56 @@
+"""Serve the dashboard (HTTP and websockets) with daphne; on the embedded default, with the
+Celery worker inside the same process so the room's live events reach the page."""
+
+from __future__ import annotations
+
+import re
+from contextlib import nullcontext
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard import serving
+
+_ADDRPORT = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:]+\]|[\w.-]+):)?(?P<port>\d+)$")
+
+
+def parse_addrport(value: str) -> tuple[str, int]:
+    """``8000``, ``127.0.0.1:8000``, ``localhost:8000`` or ``[::1]:8000``."""
+    match = _ADDRPORT.match(value)
+    if match is None:
+        raise CommandError(f"{value!r} is not a port or address:port.")
+    port = int(match["port"])
+    if not 0 < port < 65536:
+        raise CommandError(f"{port} is not a port number.")
+    return (match["host"] or "127.0.0.1").strip("[]"), port
+
+
+class Command(BaseCommand):
+    help = ("Serve the dashboard with daphne. Without REDIS_URL the channel layer is in memory, "
+            "so a Celery worker runs in this process too; with REDIS_URL, workers run separately.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000",
+                            help="Where to listen: port or address:port (default 127.0.0.1:8000).")
+        parser.add_argument("--worker-concurrency", type=int, default=4,
+                            help="Threads of the embedded worker (embedded default only).")
+
+    def handle(self, *args, **options):
+        from daphne.server import Server
+
+        host, port = parse_addrport(options["addrport"])
+        embedded = not settings.REDIS_URL
+        shown_host = f"[{host}]" if ":" in host else host
+        self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
+        if embedded:
+            self.stdout.write(f"embedded worker: {options['worker_concurrency']} threads in this "
+                              "process (no REDIS_URL)")
+        else:
+            self.stdout.write("REDIS_URL is set: serving only; run workers separately (make worker)")
+        worker = (serving.embedded_worker(concurrency=options["worker_concurrency"])
+                  if embedded else nullcontext())
+        with worker:
+            # daphne's reactor runs here, in the main thread, with its signal handlers: Ctrl-C
+            # stops it, then the worker shuts down warm as the block ends.
+            Server(application=serving.asgi_application(), endpoints=serving.endpoints(host, port),
+                   signal_handlers=True, verbosity=options["verbosity"]).run()

@@ -1,0 +1,9 @@
+"""The dashboard's websocket routes, included by config/routing.py."""
+
+from django.urls import path
+
+from dashboard.consumers import GroupConsumer
+
+websocket_urlpatterns = [
+    path("ws/groups/<int:group_id>/", GroupConsumer.as_asgi()),
+]

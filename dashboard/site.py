@@ -1,0 +1,46 @@
+"""The dashboard's admin site: any active signed-in person, for their own agents and groups.
+
+Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
+agents page, an agent's page and a group's room, all reads scoped to the signed-in owner.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest
+from django.urls import URLPattern, path
+
+
+class DashboardSite(admin.AdminSite):
+    site_header = "garden"
+    site_title = "garden"
+    index_title = "Your agents and groups"
+    site_url = None
+    enable_nav_sidebar = False
+    # The admin's own form refuses non-staff; anyone active may use their dashboard.
+    login_form = AuthenticationForm
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        user = request.user
+        return bool(user.is_active and user.is_authenticated)
+
+    def get_urls(self) -> list[URLPattern]:
+        from dashboard import views
+
+        own = [
+            path("agents/", self.admin_view(views.agents), name="agents"),
+            path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
+            path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
+            path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),
+        ]
+        # Ours first: the admin ends its list with a catch-all.
+        return own + super().get_urls()
+
+    def index(self, request: HttpRequest, extra_context: dict | None = None):
+        from dashboard import views
+
+        return views.roster(request)
+
+
+site = DashboardSite(name="dashboard")

@@ -1,0 +1,88 @@
+// Shared by the dashboard's pages: the JSON API with the CSRF pair, field errors, faces.
+"use strict";
+
+window.garden = (function () {
+  function csrfToken() {
+    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  // Resolves to {ok, status, data}; never throws, so callers show a failure like any other.
+  async function api(method, url, body) {
+    const options = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (method !== "GET") options.headers["X-CSRFToken"] = csrfToken();
+    if (body !== undefined) {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body);
+    }
+    let response;
+    try {
+      response = await fetch(url, options);
+    } catch (err) {
+      return { ok: false, status: 0, data: null };
+    }
+    let data = null;
+    try { data = await response.json(); } catch (err) { data = null; }
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  // The API's errors ([{field, code, message}]), or one named after the HTTP status.
+  function errorsOf(result) {
+    const data = result.data || {};
+    if (Array.isArray(data.errors) && data.errors.length) return data.errors;
+    const message = result.status === 0 ? "The server could not be reached."
+      : data.message || `The request failed (HTTP ${result.status}).`;
+    return [{ field: "non_field_errors", code: data.code || "error", message }];
+  }
+
+  // Each error goes next to its field ([data-error-for=name]); unknown fields to the form's top.
+  function showErrors(form, errors) {
+    form.querySelectorAll("[data-error-for]").forEach((slot) => { slot.textContent = ""; });
+    form.querySelectorAll("[aria-invalid]").forEach((input) => input.removeAttribute("aria-invalid"));
+    for (const error of errors) {
+      const key = String(error.field || "non_field_errors").split(/[.[]/)[0];
+      const slot = form.querySelector(`[data-error-for="${key}"]`)
+        || form.querySelector('[data-error-for="non_field_errors"]');
+      if (!slot) continue;
+      slot.textContent = slot.textContent ? `${slot.textContent} ${error.message}` : error.message;
+      const input = form.querySelector(`[name="${key}"]`);
+      if (input) input.setAttribute("aria-invalid", "true");
+    }
+  }
+
+  function make(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "className") node.className = value;
+      else if (name === "text") node.textContent = value;
+      else node.setAttribute(name, value === true ? "" : value);
+    }
+    for (const child of children) {
+      if (child !== null && child !== undefined) node.append(child);
+    }
+    return node;
+  }
+
+  // A face: the initial on the agent's colour. Decorative; the name always stands beside it.
+  function face(person, { small = false, owner = false } = {}) {
+    const classes = ["face"];
+    if (small) classes.push("face--small");
+    if (owner) classes.push("face--owner");
+    const node = make("span", { className: classes.join(" "), "aria-hidden": "true" });
+    if (person && person.colour) node.style.setProperty("--face", person.colour);
+    node.textContent = ((person && person.name) || "?").trim().charAt(0).toUpperCase();
+    return node;
+  }
+
+  function checkedIds(form, name) {
+    return [...form.querySelectorAll(`input[name="${name}"]:checked`)].map((input) => Number(input.value));
+  }
+
+  document.addEventListener("click", (event) => {
+    const closer = event.target.closest("[data-close]");
+    if (closer && closer.closest("dialog")) closer.closest("dialog").close();
+  });
+
+  return { api, errorsOf, showErrors, make, face, checkedIds };
+})();

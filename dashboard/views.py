@@ -1,0 +1,111 @@
+"""The dashboard's pages: roster, agents, an agent, a group's room and its Canvas fragment.
+
+Server-rendered; every write goes through the JSON API from the page's script, so the rules,
+the CSRF pair and the error shape are the API's. Another owner's rows are a 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from dashboard import selectors
+from dashboard.site import site
+from garden.models import Agent
+from garden.selectors import agent_list
+from groups.api.serializers import MEMORY_SENTENCE
+from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, Group
+from groups.selectors import group_get, group_list
+from groups.services.groups import group_purge_expired
+
+
+def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    # Namespaced admin URLs in the admin's templates resolve to this site.
+    request.current_app = site.name
+    return {**site.each_context(request), **extra}
+
+
+def face(agent: Agent) -> dict[str, Any]:
+    return {"id": agent.pk, "handle": agent.handle, "name": agent.name, "colour": agent.colour,
+            "can_run": agent.can_run, "builtin": agent.builtin}
+
+
+def roster(request: HttpRequest) -> HttpResponse:
+    group_purge_expired(owner=request.user)
+    agents = list(agent_list(owner=request.user))
+    concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
+    groups = list(group_list(owner=request.user))
+    for group in groups:
+        group.member_agents = [m.agent for m in group.ordered_memberships]
+    return TemplateResponse(request, "dashboard/roster.html", _context(
+        request,
+        title="Your agents and groups",
+        agents=agents,
+        groups=groups,
+        can_make_group=selectors.can_make_group(agents),
+        candidates=selectors.group_candidates(agents),
+        default_coordinator=concierge,
+        create_member_ids=[concierge.pk] if concierge else [],
+        memory_sentence=MEMORY_SENTENCE,
+    ))
+
+
+def agents(request: HttpRequest) -> HttpResponse:
+    rows = list(agent_list(owner=request.user).select_related("model_account"))
+    return TemplateResponse(request, "dashboard/agents.html", _context(
+        request, title="Agents", agents=rows, teammates=len(selectors.teammates(rows)),
+    ))
+
+
+def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
+    agent = agent_list(owner=request.user).filter(pk=agent_id).first()
+    if agent is None:
+        raise Http404("No such agent.")
+    return TemplateResponse(request, "dashboard/agent.html", _context(
+        request, title=agent.name, agent=agent,
+        groups=selectors.agent_groups(owner=request.user, agent=agent),
+    ))
+
+
+def _group_or_404(request: HttpRequest, group_id: int) -> Group:
+    group = group_get(owner=request.user, group_id=group_id)
+    if group is None:
+        raise Http404("No such group.")
+    return group
+
+
+def room(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = _group_or_404(request, group_id)
+    members = [m.agent for m in group.ordered_memberships]
+    candidates = selectors.group_candidates(agent_list(owner=request.user))
+    data = {
+        "group": {"id": group.pk, "name": group.name, "coordinator": group.coordinator_id,
+                  "members": [face(a) for a in members]},
+        "owner": {"name": request.user.get_short_name() or request.user.get_username()},
+        "budget": {"working": WORKING_CALLS, "synthesis": SYNTHESIS_CALLS},
+        "urls": {
+            "api": f"/api/groups/{group.pk}",
+            "approvals": "/api/approvals",
+            "socket": f"/ws/groups/{group.pk}/",
+            "canvas": reverse("dashboard:canvas", args=[group.pk]),
+            "roster": reverse("dashboard:index"),
+            "agent": reverse("dashboard:agent", args=[0]),
+        },
+    }
+    return TemplateResponse(request, "dashboard/room.html", _context(
+        request, title=group.name, group=group, members=members, candidates=candidates,
+        member_ids=[a.pk for a in members],
+        artifacts=selectors.group_artifacts(owner=request.user, group=group),
+        room_data=data,
+    ))
+
+
+def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
+    """The Canvas list alone, for the room's script to refresh in place."""
+    group = _group_or_404(request, group_id)
+    return TemplateResponse(request, "dashboard/_canvas_list.html", {
+        "artifacts": selectors.group_artifacts(owner=request.user, group=group),
+    })

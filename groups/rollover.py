@@ -1,0 +1,142 @@
+"""Rollover: between completed requests, a room past its character cap is summarised by the
+coordinator in one counted maintenance call and continues in a new thread that starts from
+that summary. Never mid tool exchange, never with an approval pending."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.db.models import Sum, TextField
+from django.db.models.functions import Cast, Length
+from django.utils import timezone
+
+from garden import events
+from garden.models import Approval, Conversation, Message
+from garden.providers import (
+    ChatMessage,
+    ChatRequest,
+    ConfirmedRejection,
+    ProviderConfigError,
+    ProviderError,
+    TextBlock,
+)
+from garden.services.conversations import _next_seq, conversation_create, message_append, text_block
+from groups import budget
+from groups.bounding import RoomTooLarge, bound_for_synthesis
+from groups.locks import group_lock
+from groups.models import CallReservation, Group, GroupRequest
+from groups.projection import project
+
+log = logging.getLogger(__name__)
+
+ROLLOVER_INSTRUCTION = (
+    "This thread is rolling over because the room is full. Write the summary the next thread "
+    "starts from: where the discussion stopped, outstanding questions, decisions pending, and "
+    "the ids of relevant artifacts. Start no new work."
+)
+
+
+def room_chars(conversation_id: int) -> int:
+    """The room's size as the models see it, measured in the database (content as text)."""
+    total = (Message.objects.filter(conversation_id=conversation_id)
+             .exclude(kind=Message.Kind.ACTIVITY)
+             .aggregate(n=Sum(Length(Cast("content", output_field=TextField()))))["n"])
+    return int(total or 0)
+
+
+def request_after_finish(*, request_id: int) -> str:
+    """After a completed request: roll the thread over if the room passed its cap, then start
+    the group's next queued request (which reads the new thread)."""
+    from groups.services.requests import request_start_next
+
+    request = GroupRequest.objects.select_related("group", "conversation").filter(pk=request_id).first()
+    if request is None:
+        return "missing"
+    outcome = "not_needed"
+    if (request.state == GroupRequest.State.COMPLETED
+            and request.conversation.status == Conversation.Status.OPEN
+            and room_chars(request.conversation_id) > request.group.room_cap_chars):
+        outcome = rollover(request=request)
+    request_start_next(group_id=request.group_id)
+    return outcome
+
+
+def rollover(*, request: GroupRequest) -> str:
+    """Summarise and roll the request's thread; caller checked the room is past its cap."""
+    from groups.coordinator import _dispatch, _load_room, _views, transcript_turns
+
+    group = request.group
+    with group_lock(group.pk):
+        if (GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists()
+                or Approval.objects.filter(request__group=group, status=Approval.Status.PENDING).exists()):
+            return "busy"
+        room = _load_room(request.pk, request.fence)
+        coordinator = room.coordinator
+        group_view, views = _views(room)
+        projection = project(transcript_turns(room), agent=views[coordinator.pk], group=group_view)
+        messages = list(projection.messages)
+        if messages and messages[-1].role == "user":
+            messages[-1] = ChatMessage("user", (*messages[-1].content, TextBlock(ROLLOVER_INSTRUCTION)))
+        else:
+            messages.append(ChatMessage("user", (TextBlock(ROLLOVER_INSTRUCTION),)))
+        bounded = bound_for_synthesis(type(projection)(system=projection.system, messages=tuple(messages)),
+                                      group.room_cap_chars)
+        if isinstance(bounded, RoomTooLarge):
+            _tell_owner(request, f"The thread did not roll over: {bounded.reason}")
+            return "room_too_large"
+        reservation = budget.reserve_call(request_id=request.pk, purpose=CallReservation.Purpose.MAINTENANCE,
+                                          agent_id=coordinator.pk, fence=None)
+        if reservation is None:
+            return "maintenance_spent"
+        try:
+            reply = _dispatch(coordinator, ChatRequest(system=bounded.system, messages=bounded.messages))
+        except ProviderError as exc:
+            if isinstance(exc, (ConfirmedRejection, ProviderConfigError)):
+                budget.release_call(reservation=reservation, reason=exc.code)
+            else:
+                budget.consume_call(reservation=reservation, reason=exc.code)
+            _tell_owner(request, f"The thread did not roll over: the summary did not come ({exc.code}). "
+                                 "The conversation continues as it is.")
+            return "summary_failed"
+        summary = reply.text.strip()
+        if not summary:
+            budget.consume_call(reservation=reservation, reason="empty summary")
+            _tell_owner(request, "The thread did not roll over: the summary came back empty.")
+            return "summary_empty"
+        with transaction.atomic():
+            budget.consume_call(reservation=reservation)
+            _roll(request, coordinator, summary)
+    return "rolled"
+
+
+def _roll(request: GroupRequest, coordinator, summary: str) -> Conversation:
+    """Close the old thread, open the new one from the summary, and move the owner messages
+    still waiting in the queue into it, so they are answered where they will be read."""
+    group = Group.objects.select_for_update().get(pk=request.group_id)
+    old = Conversation.objects.select_for_update().get(pk=request.conversation_id)
+    channel = events.group_channel(group.pk)
+    message_append(conversation_id=old.pk, speaker_kind=Message.SpeakerKind.GARDEN, kind=Message.Kind.NOTICE,
+                   content=[text_block("This thread rolled over: the room reached its size. The "
+                                       "discussion continues in a new thread that starts from a summary.")],
+                   request_id=request.pk, channel=channel)
+    old.status, old.closed_at = Conversation.Status.CLOSED, timezone.now()
+    old.save(update_fields=["status", "closed_at"])
+    new = conversation_create(owner=group.owner, group=group, title=group.name, carried_summary=summary)
+    message_append(conversation_id=new.pk, speaker_kind=Message.SpeakerKind.AGENT, speaker_agent=coordinator,
+                   kind=Message.Kind.SUMMARY, content=[text_block(summary)], channel=channel)
+    for queued in GroupRequest.objects.select_for_update().filter(
+            group=group, conversation=old, state=GroupRequest.State.QUEUED).order_by("id"):
+        queued.conversation = new
+        queued.save(update_fields=["conversation", "updated_at"])
+        Message.objects.filter(request=queued, conversation=old).update(
+            conversation=new, seq=_next_seq(new.pk))
+    events.send_event_on_commit(channel=channel, event={
+        "type": "conversation.rolled", "old": old.pk, "conversation": new.pk})
+    return new
+
+
+def _tell_owner(request: GroupRequest, text: str) -> None:
+    message_append(conversation_id=request.conversation_id, speaker_kind=Message.SpeakerKind.GARDEN,
+                   kind=Message.Kind.NOTICE, content=[text_block(text)], request_id=request.pk,
+                   channel=events.group_channel(request.group_id))

@@ -1,0 +1,93 @@
+"""The room's websocket: only the owner of a non-deleted group joins its channel; everyone else
+is closed with 4403. Events on the group's channel reach the owner as JSON."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.test import Client
+
+from config.asgi import application
+from config.routing import websocket_urlpatterns
+from groups.services.groups import group_delete
+from tests.dashboard.helpers import household
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def first_output(user, path: str) -> dict:
+    """Connect through the routes with ``user`` in the scope; what the consumer sends first."""
+
+    async def run():
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+        communicator.scope["user"] = user
+        await communicator.connect()
+        output = await communicator.receive_output(timeout=2)
+        await communicator.disconnect()
+        return output
+
+    return async_to_sync(run)()
+
+
+def test_the_owner_receives_the_groups_events(owner):
+    group = household(owner)
+
+    async def run():
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/groups/{group.pk}/")
+        communicator.scope["user"] = owner
+        connected, _ = await communicator.connect()
+        assert connected
+        event = {"type": "batch", "events": [{"type": "message.created", "seq": 3, "message": {}}]}
+        await get_channel_layer().group_send(f"group-{group.pk}", {"type": "garden.event", "event": event})
+        received = await communicator.receive_json_from(timeout=2)
+        await get_channel_layer().group_send(f"group-{group.pk + 1}", {"type": "garden.event",
+                                                                       "event": {"type": "other"}})
+        assert await communicator.receive_nothing(timeout=0.2)
+        await communicator.disconnect()
+        return received
+
+    assert async_to_sync(run)() == {"type": "batch", "events": [
+        {"type": "message.created", "seq": 3, "message": {}}]}
+
+
+@pytest.mark.parametrize("who", ["stranger", "anonymous", "deleted", "missing"])
+def test_everyone_else_is_closed_with_4403(owner, stranger, who):
+    group = household(owner)
+    user = {"stranger": stranger, "anonymous": AnonymousUser()}.get(who, owner)
+    group_id = group.pk + 100 if who == "missing" else group.pk
+    if who == "deleted":
+        group_delete(group=group)
+    assert first_output(user, f"/ws/groups/{group_id}/") == {"type": "websocket.close", "code": 4403}
+
+
+def test_the_full_stack_reads_the_session(owner, stranger):
+    """config.asgi: origin check, session auth and the route, as a browser meets them."""
+    group = household(owner)
+
+    def open_as(user) -> tuple[bool, dict | None]:
+        client = Client()
+        client.force_login(user)
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+        async def run():
+            communicator = WebsocketCommunicator(
+                application, f"/ws/groups/{group.pk}/",
+                headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver"),
+                         (b"host", b"testserver")],
+            )
+            connected, _ = await communicator.connect()
+            closed = None
+            if not await communicator.receive_nothing(timeout=0.3):
+                closed = await communicator.receive_output()
+            await communicator.disconnect()
+            return connected, closed
+
+        return async_to_sync(run)()
+
+    assert open_as(stranger) == (True, {"type": "websocket.close", "code": 4403})
+    assert open_as(owner) == (True, None)

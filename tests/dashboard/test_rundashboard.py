@@ -1,0 +1,110 @@
+"""``manage.py rundashboard`` as a person runs it: one process serving the dashboard and, on the
+embedded default, working the group's requests with its in-process worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = """
+from django.contrib.auth import get_user_model
+from groups.demo import household_finances
+user = get_user_model().objects.create_user(username="demo", password="demo-pass-123")
+print(household_finances(user).pk)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def embedded_env(tmp_path) -> dict[str, str]:
+    """A fresh SQLite database and broker under ``tmp_path``: the embedded default."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env["GARDEN_VAR_DIR"] = str(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True,
+                   timeout=120)
+    return env
+
+
+def serve(env: dict[str, str], port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "manage.py", "rundashboard", f"127.0.0.1:{port}"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/dashboard/login/", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"rundashboard did not answer: {proc.communicate()[0]}")
+
+
+def stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=40)
+    assert proc.returncode == 0, output
+    return output
+
+
+def sign_in(base: str) -> httpx.Client:
+    client = httpx.Client(base_url=base, timeout=10)
+    client.get("/dashboard/login/")
+    token = client.cookies["csrftoken"]
+    response = client.post("/dashboard/login/", data={
+        "username": "demo", "password": "demo-pass-123", "csrfmiddlewaretoken": token,
+        "next": "/dashboard/"}, headers={"Referer": f"{base}/dashboard/login/"})
+    assert response.status_code == 302, response.text
+    client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
+    return client
+
+
+@pytest.mark.timeout(120)
+def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
+    seeded = subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=ROOT,
+                            env=embedded_env, check=True, capture_output=True, text=True, timeout=60)
+    group_id = int(seeded.stdout.strip().splitlines()[-1])
+    port = free_port()
+    proc = serve(embedded_env, port)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/static/dashboard/room.js").status_code == 200
+        client = sign_in(base)
+        assert client.get(f"/dashboard/groups/{group_id}/").status_code == 200
+        posted = client.post(f"/api/groups/{group_id}/messages", json={
+            "text": "Review this month's spending and help me decide how much I can save."})
+        assert posted.status_code == 202, posted.text
+        deadline = time.monotonic() + 30
+        texts: list[str] = []
+        while time.monotonic() < deadline and not any("Here is where you stand" in t for t in texts):
+            time.sleep(0.3)
+            messages = client.get(f"/api/groups/{group_id}/messages").json()["messages"]
+            texts = [b.get("text", "") for m in messages for b in m["content"]]
+        assert any("Here is where you stand" in t for t in texts), texts
+    finally:
+        output = stop(proc)
+    assert "embedded worker: 4 threads in this process" in output
+
+
+@pytest.mark.timeout(60)
+def test_with_redis_url_it_serves_only(embedded_env):
+    # Nothing listens there: serving pages needs no broker, and no worker is started to need one.
+    env = {**embedded_env, "REDIS_URL": "redis://127.0.0.1:9/0"}
+    port = free_port()
+    output = stop(serve(env, port))
+    assert "REDIS_URL is set: serving only" in output
+    assert "embedded worker" not in output
