@@ -8,6 +8,7 @@ from django.contrib import admin
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
 
+from garden.admin_base import ReadOnlyAdmin
 from garden.models import Agent
 from groups import rules
 from groups.models import CallReservation, Group, GroupRequest, Membership
@@ -187,19 +188,6 @@ class CallReservationInline(admin.TabularInline):
     can_delete = False
 
     def has_add_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Budget and request rows change only through the coordinator's conditional updates."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
 
 

@@ -469,18 +469,25 @@ def _tool_error(call: ToolCall, code: str, message: str) -> dict:
     return {"type": "tool_result", "call_id": call.id, "content": f"{code}: {message}", "is_error": True}
 
 
+def _target(room: Room, asker: Agent, call: ToolCall, *, not_a_member: str) -> Agent | dict:
+    """The member a group.ask / group.request_help call names, or the named error to answer
+    the call with. Checked against the group's membership, from stored rows only."""
+    problem = check_arguments(get_tool(call.name), call.arguments)
+    if problem:
+        return _tool_error(call, "INVALID_TOOL_ARGUMENTS", problem)
+    target = room.by_handle(call.arguments["member"])
+    if target is None or target.pk not in room.order or target.pk == asker.pk:
+        return _tool_error(call, "NOT_A_MEMBER", f"{call.arguments['member']!r} {not_a_member}")
+    if not target.can_run:
+        return _tool_error(call, "MEMBER_CANNOT_RUN", f"@{target.handle} cannot run now.")
+    return target
+
+
 def _ask(room: Room, coordinator: Agent, call: ToolCall, queue: list[Contribution]) -> list[dict]:
     """Validate a group.ask and queue the member; the answer comes back as this call's result."""
-    tool = get_tool("group.ask")
-    problem = check_arguments(tool, call.arguments)
-    if problem:
-        return [_tool_error(call, "INVALID_TOOL_ARGUMENTS", problem)]
-    member = room.by_handle(call.arguments["member"])
-    if member is None or member.pk not in room.order or member.pk == coordinator.pk:
-        return [_tool_error(call, "NOT_A_MEMBER",
-                            f"{call.arguments['member']!r} is not a member you can ask in this group.")]
-    if not member.can_run:
-        return [_tool_error(call, "MEMBER_CANNOT_RUN", f"@{member.handle} cannot run now.")]
+    member = _target(room, coordinator, call, not_a_member="is not a member you can ask in this group.")
+    if isinstance(member, dict):
+        return [member]
     ask_text = call.arguments["request"].strip()
     queue.append(Contribution(agent=member.pk, source="ask", request=ask_text, call_id=call.id,
                               asked_by=coordinator.pk))
@@ -504,19 +511,12 @@ def activity_line(asker: Agent, member: Agent, request: str) -> str:
 def _request_help(room: Room, member: Agent, call: ToolCall, queue: list[Contribution]) -> list[dict]:
     """A member asks, through the coordinator, for another member's help: checked against the
     membership and the asking member's delegation allowlist before anything is queued."""
-    tool = get_tool("group.request_help")
-    problem = check_arguments(tool, call.arguments)
-    if problem:
-        return [_tool_error(call, "INVALID_TOOL_ARGUMENTS", problem)]
-    target = room.by_handle(call.arguments["member"])
-    if target is None or target.pk not in room.order or target.pk == member.pk:
-        return [_tool_error(call, "NOT_A_MEMBER",
-                            f"{call.arguments['member']!r} is not another member of this group.")]
+    target = _target(room, member, call, not_a_member="is not another member of this group.")
+    if isinstance(target, dict):
+        return [target]
     if not member.delegation_allowlist.filter(pk=target.pk).exists():
         return [_tool_error(call, "NOT_IN_DELEGATION_ALLOWLIST",
                             f"@{target.handle} is not in @{member.handle}'s delegation allowlist.")]
-    if not target.can_run:
-        return [_tool_error(call, "MEMBER_CANNOT_RUN", f"@{target.handle} cannot run now.")]
     text = call.arguments["request"].strip()
     queue[:] = queue_after_current(queue, Contribution(agent=target.pk, source="help", request=text,
                                                        asked_by=member.pk))

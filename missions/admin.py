@@ -10,6 +10,8 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from garden.admin_base import ReadOnlyAdmin
+
 from .models import Mission, MissionRun
 from .selectors import mission_last_run
 from .services import MissionError, check_target, mission_run_due, mission_update
@@ -121,7 +123,7 @@ class MissionAdmin(admin.ModelAdmin):
 
 
 @admin.register(MissionRun)
-class MissionRunAdmin(admin.ModelAdmin):
+class MissionRunAdmin(ReadOnlyAdmin):
     list_display = ["id", "mission", "state", "trigger", "outcome_code", "report_state",
                     "created_at", "finished_at"]
     list_filter = ["state", "trigger", "report_state"]
@@ -130,12 +132,3 @@ class MissionRunAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj=None) -> list[str]:
         return [field.name for field in self.model._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
