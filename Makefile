@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint run worker screenshots clean
+.PHONY: demo test bench faults lint run worker screenshots clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,19 @@ test: $(STAMP)
 	  eval "$$($(PY) scripts/services_env.py)" && \
 	  $(PY) -m pytest $(PYTEST_ARGS); status=$$?; rm -rf "$$GARDEN_VAR_DIR"; exit $$status
 
+# Benchmarks on PostgreSQL and Redis (their own database garden_bench and Redis db 2), a few
+# minutes on 2 cores: projection cost, loop overhead per call vs a bare Celery hop, and load
+# (200 groups x 12 calls on a simulated 1 s provider, 1 and 2 workers).
 bench: $(STAMP)
 	@$(PY) bench/bench_projection.py
+	@$(PY) bench/bench_loop.py --groups 40 --workers 1 2
+	@$(PY) bench/bench_load.py --groups 200 --latency 1 --workers 1 2
+
+# The fault harness (~6 minutes on 2 cores): SIGKILL/SIGSTOP of real workers, Redis restarts
+# (a private redis-server), dropped PostgreSQL connections, a faulty provider; prints a table of
+# trials and violations and fails on any. Scale down with FAULTS_ARGS="--trials 40".
+faults: $(STAMP)
+	@$(PY) bench/faults.py $(FAULTS_ARGS)
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .

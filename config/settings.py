@@ -7,6 +7,7 @@ PostgreSQL; REDIS_URL switches the broker, the per-group lock and the channel la
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 from pathlib import Path
@@ -104,11 +105,16 @@ if DATABASE_URL:
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         _pool_max = env.int("GARDEN_DB_POOL_MAX", default=0)
         if _pool_max:
-            # psycopg 3 pool: connections are returned between queries, so threads waiting on
-            # a model call hold none. CONN_MAX_AGE must stay 0 with a pool.
+            # psycopg 3 pool: a step hands its connection back before the model call
+            # (groups.coordinator.release_connection), so threads waiting on a model call hold
+            # none. CONN_MAX_AGE must stay 0 with a pool. Health checks make the pool test a
+            # connection before lending it (one round trip): after a database restart or a
+            # dropped backend, a dead pooled connection would otherwise fail the next step that
+            # takes it, stranding its request until the sweeper.
             DATABASES["default"]["OPTIONS"] = {
                 "pool": {"min_size": 1, "max_size": _pool_max, "timeout": 30}
             }
+            DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         else:
             DATABASES["default"]["CONN_MAX_AGE"] = env.int("GARDEN_DB_CONN_MAX_AGE", default=60)
             DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -174,10 +180,17 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# A step is one model call: the hard limit bounds the longest call plus its retries.
+# One step makes at most one model call; a retry is another task, its own step. So the limits
+# below bound one call plus its tools and writes, never a chain of retries (the retry ceiling,
+# GARDEN_PROVIDER_RETRY_*, bounds those). GARDEN_MODEL_CALL_TIMEOUT caps every account's
+# timeout; httpx applies it per phase (connect, send, wait for the reply), so one call can
+# take up to ~3x it. Each limit derives from the one before unless set explicitly:
+#   call timeout < soft limit (4x) < hard limit (+60 s) < lock TTL (+30 s) < sweep-after (+30 s)
+# The threads pool does not enforce Celery time limits at all; then the call timeout is what
+# ends a step, and the lock TTL still outlives it.
 GARDEN_MODEL_CALL_TIMEOUT = env.float("GARDEN_MODEL_CALL_TIMEOUT", default=60.0)
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("GARDEN_TASK_SOFT_TIME_LIMIT", default=240)
-CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=300)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("GARDEN_TASK_SOFT_TIME_LIMIT", default=int(4 * GARDEN_MODEL_CALL_TIMEOUT))
+CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=CELERY_TASK_SOFT_TIME_LIMIT + 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
@@ -198,9 +211,20 @@ else:
 
 # Per-group lock: Redis when REDIS_URL is set, else a local file lock under var/.
 GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
+# Longer than a step can live, so a live step never loses its lock (the fence keeps a step
+# that does — SIGSTOP, a paused VM — from writing, but its model call would be wasted).
 GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK_TIME_LIMIT + 30)
 # The sweeper leaves a request alone until it has been quiet longer than a step can live.
 GARDEN_SWEEP_AFTER_SECONDS = env.int("GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30)
+_chain = (GARDEN_MODEL_CALL_TIMEOUT, CELERY_TASK_SOFT_TIME_LIMIT, CELERY_TASK_TIME_LIMIT,
+          GARDEN_LOCK_TTL_SECONDS, GARDEN_SWEEP_AFTER_SECONDS)
+if PRODUCTION and any(a >= b for a, b in itertools.pairwise(_chain)):
+    # Development may shorten the lock on purpose (the fault harness does); production may not.
+    raise ImproperlyConfigured(
+        "Step limits out of order: GARDEN_MODEL_CALL_TIMEOUT < GARDEN_TASK_SOFT_TIME_LIMIT < "
+        "GARDEN_TASK_TIME_LIMIT < GARDEN_LOCK_TTL_SECONDS < GARDEN_SWEEP_AFTER_SECONDS must hold; "
+        f"got {', '.join(f'{v:g}' for v in _chain)}."
+    )
 
 # --- DRF ------------------------------------------------------------------------------------
 

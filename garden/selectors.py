@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
@@ -49,7 +50,10 @@ def account_config(account: ModelAccount) -> AccountConfig:
         api_key = os.environ.get(name, "")
         if not api_key:
             raise ProviderConfigError(f"the secret {name} is not set in the worker's environment")
+    # GARDEN_MODEL_CALL_TIMEOUT caps every account: the step's time limits and lock TTL are
+    # derived from it, and an account may ask for up to 600 s.
+    timeout = min(account.timeout_seconds, settings.GARDEN_MODEL_CALL_TIMEOUT)
     return AccountConfig(
         provider=account.provider, model=account.model, base_url=account.base_url,
-        api_key=api_key, timeout=account.timeout_seconds, options=account.options or {},
+        api_key=api_key, timeout=timeout, options=account.options or {},
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from garden import events
@@ -37,6 +37,7 @@ from garden.tools import ToolContext, ToolOutcome, check_arguments, get_tool
 from garden.transcript import blocks_from_json, blocks_to_json
 from groups import budget
 from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
+from groups.faults import fault_point
 from groups.locks import LockContended, group_lock
 from groups.models import CallReservation, Group, GroupRequest
 from groups.projection import AgentView, GroupView, Projection, Turn, project
@@ -104,6 +105,7 @@ def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: 
         _AFTER_LOCK.reset(token)
         # The next step is sent only once this one's lock is released, so it never finds the
         # lock still held. A crash right here is what the sweeper recovers, by fence.
+        fault_point("after_write")
         for send in after_lock:
             send()
 
@@ -204,6 +206,7 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
             )
         return "room_too_large"
 
+    fault_point("before_reserve")
     reservation = budget.reserve_call(request_id=request.pk, purpose=purpose, agent_id=speaker.pk,
                                       fence=room.fence, attempt=attempt)
     if reservation is None:
@@ -213,12 +216,14 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
             _end_without_summary(room, "the synthesis call was already used")
         return "synthesis_spent"
 
+    fault_point("before_dispatch")
     tools = () if synthesis else _tool_specs(room, speaker)
     try:
         reply = _dispatch(speaker, ChatRequest(system=projection.system, messages=projection.messages,
                                                tools=tools))
     except ProviderError as exc:
         return _after_failure(room, speaker, purpose, reservation, exc, attempt=attempt, first_at=first_at)
+    fault_point("after_reply")
     return _record(room, speaker, purpose, reservation, reply, queue)
 
 
@@ -226,7 +231,19 @@ def _dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
     if speaker.model_account is None:
         raise ProviderConfigError(f"@{speaker.handle} has no model account")
     config = account_config(speaker.model_account)
+    release_connection()
     return get_provider(config).complete(chat)
+
+
+def release_connection() -> None:
+    """Hand this thread's database connection back to the pool before network I/O (a model
+    call, a tool), so calls in flight hold no connections; the next query takes one again.
+
+    Only with a pool: without one, closing would reconnect on every step, and each worker
+    thread keeps one connection anyway. Never inside a transaction.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()
 
 
 def _tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
@@ -393,6 +410,7 @@ def _record(room: Room, speaker: Agent, purpose: str, reservation: CallReservati
         # only once the results are recorded, so a crash in between is resumed by fence.
         room.request.queue = [c.to_json() for c in queue]
         room.request.save(update_fields=["queue", "updated_at"])
+    release_connection()
     outcomes = [(call, _run_tool(room, speaker, call)) for call in pending]
     limit = oversized_limit(room.group.room_cap_chars)
     with _fenced(room):

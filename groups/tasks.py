@@ -1,6 +1,8 @@
 """Thin Celery tasks of the group loop: take ids, call one service, stay idempotent."""
 
 from celery import shared_task
+from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from groups.locks import LockContended
 
@@ -18,6 +20,12 @@ def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_a
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
         raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc
+    except (DatabaseError, RedisError) as exc:
+        # A dropped database or Redis connection: deliver again shortly. The redelivery
+        # re-claims by fence, so whatever this attempt wrote or lost stays consistent.
+        if self.request.retries >= 20:
+            raise
+        raise self.retry(countdown=min(0.5 * 2 ** min(self.request.retries, 5), 15.0), exc=exc) from exc
 
 
 @shared_task(name="groups.start_next_request", acks_late=True, ignore_result=True)

@@ -8,6 +8,7 @@ from the context, never from the arguments.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,19 +80,25 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
 
 
 _loaded = False
+_loading = threading.RLock()
 
 
 def _load_builtin_tools() -> None:
+    """Import the modules that register the built-in tools, once per process. The flag is set
+    only after the imports, under a lock, so a worker thread never sees a half-filled registry."""
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    import importlib
+    with _loading:
+        if _loaded:
+            return
+        import importlib
 
-    for module in ("groups.tools", "garden.tools.files", "garden.tools.memory",
-                   "garden.tools.web", "garden.tools.platform"):
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
+        for module in ("groups.tools", "garden.tools.files", "garden.tools.memory",
+                       "garden.tools.web", "garden.tools.platform"):
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+        _loaded = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from tests.garden.providers.httpserver import ScriptedServer, unused_port
 
 _PROXY_VARIABLES = (
