@@ -35,6 +35,7 @@ from bench.support import (
     machine_line,
     pct,
     rss_bytes,
+    step_queries,
     use_services,
 )
 
@@ -82,26 +83,13 @@ class Sampler(threading.Thread):
 def queries_per_step(provider_url: str) -> list[int]:
     """Queries of each step of one 12-call request, run in this process against the fake
     provider at zero latency (the same code a worker runs)."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     from bench.fake_provider import FakeProviderClient
-    from groups.coordinator import advance_request
-    from groups.services.requests import request_create, request_start_next
 
     client = FakeProviderClient(provider_url)
     client.configure(tags={"queries": {"latency": 0.0}})
     group = build_group(username=f"queries-{time.time_ns()}", base_url=client.base_url("queries"))
-    request = request_create(group=group, text="Keep digging.")
-    request_start_next(group_id=group.pk)
-    counts = []
-    for _ in range(20):
-        request.refresh_from_db()
-        if request.state not in ("running", "synthesizing"):
-            break
-        with CaptureQueriesContext(connection) as q:
-            advance_request(request_id=request.pk, fence=request.fence)
-        counts.append(len(q.captured_queries))
+    counts = step_queries(group)
+    request = group.requests.get()
     request.refresh_from_db()
     assert request.state == "completed", (request.state, request.outcome_code)
     return counts

@@ -33,6 +33,7 @@ from bench.support import (
     ensure_database,
     machine_line,
     pct,
+    step_queries,
     use_services,
 )
 
@@ -60,26 +61,6 @@ def openai_groups(n: int, tag: str, provider_url: str) -> list:
     stamp = time.time_ns()
     return [build_group(username=f"bench-{tag}-{i}-{stamp}", base_url=client.base_url(f"{tag}{i}"))
             for i in range(n)]
-
-
-def queries_per_step(group) -> list[int]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from groups.coordinator import advance_request
-    from groups.services.requests import request_create, request_start_next
-
-    request = request_create(group=group, text="Keep digging.")
-    request_start_next(group_id=group.pk)
-    counts = []
-    for _ in range(20):
-        request.refresh_from_db()
-        if request.state not in ("running", "synthesizing"):
-            break
-        with CaptureQueriesContext(connection) as q:
-            advance_request(request_id=request.pk, fence=request.fence)
-        counts.append(len(q.captured_queries))
-    return counts
 
 
 def overhead(group, probe: PgProbe, runs: int = 5) -> list[float]:
@@ -162,7 +143,7 @@ def main() -> None:
 
         print(machine_line())
         for name, group in (("scripted", scripted_groups(1, "q")[0]), ("openai", openai_groups(1, "q", url)[0])):
-            counts = queries_per_step(group)
+            counts = step_queries(group)
             print(f"queries per step ({name}): median {statistics.median(counts):.0f}, max {max(counts)} "
                   f"({len(counts)} steps of a 12-call request)")
         connections.close_all()

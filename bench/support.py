@@ -298,3 +298,25 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     return values[min(len(values) - 1, round(q * (len(values) - 1)))]
+
+
+def step_queries(group) -> list[int]:
+    """Queries of each step of one request of ``group``, run in this process (the same code a
+    worker runs)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from groups.coordinator import advance_request
+    from groups.services.requests import request_create, request_start_next
+
+    request = request_create(group=group, text="Keep digging.")
+    request_start_next(group_id=group.pk)
+    counts = []
+    for _ in range(20):
+        request.refresh_from_db()
+        if request.state not in ("running", "synthesizing"):
+            break
+        with CaptureQueriesContext(connection) as q:
+            advance_request(request_id=request.pk, fence=request.fence)
+        counts.append(len(q.captured_queries))
+    return counts
