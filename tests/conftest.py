@@ -109,6 +109,19 @@ def celery_worker_thread(transactional_db):
                       loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
                       shutdown_timeout=15):
         yield app
+        _wait_until_worker_idle()
+
+
+def _wait_until_worker_idle(timeout: float = 30.0) -> None:
+    """Let a step still in flight (a slow model call after Stop, say) finish before the
+    worker stops and the test database is flushed under it."""
+    import time
+
+    from celery.worker import state
+
+    deadline = time.monotonic() + timeout
+    while state.active_requests and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def wait_for(predicate, *, timeout: float = 20.0, interval: float = 0.05):
