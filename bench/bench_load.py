@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.support import (
+    DEPLOYED_ENV,
     ROOT,
     PgProbe,
     Worker,
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
     groups = [build_group(username=f"load{workers}-{i}-{stamp}", base_url=client.base_url(f"g{i}"))
               for i in range(args.groups)]
     concurrency = args.concurrency or math.ceil(args.groups / workers) + 4
-    env = {"GARDEN_LOG_LEVEL": "ERROR"}
+    env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR"}
     if args.db_pool_max:
         env["GARDEN_DB_POOL_MAX"] = str(args.db_pool_max)
     started = [Worker(pool=args.pool, concurrency=concurrency, env=env, name=f"load{workers}-",

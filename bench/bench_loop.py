@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.support import (
+    DEPLOYED_ENV,
     PgProbe,
     Worker,
     build_group,
@@ -153,7 +154,7 @@ def main() -> None:
               "| x bare hop (p50) | % of a 500 ms call (p50) | throughput | worker CPU per call |")
         print("|---|---|---|---|---|---|---|---|")
         for workers in args.workers:
-            env = {"GARDEN_LOG_LEVEL": "ERROR", "GARDEN_DB_POOL_MAX": "4"}
+            env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR", "GARDEN_DB_POOL_MAX": "4"}
             started = [Worker(pool="threads", concurrency=args.threads, env=env, name=f"loop{workers}-",
                               log_path=Path("/tmp") / f"bench-loop-{workers}-{i}.log") for i in range(workers)]
             probe = PgProbe(DATABASE)

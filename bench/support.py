@@ -119,6 +119,12 @@ def retarget(group, *, base_url: str | None = None, timeout: float | None = None
 # --- workers --------------------------------------------------------------------------------
 
 
+# The production settings (DEBUG off: no query log), as a deployment runs its workers; the
+# benchmarks start theirs with it. (The fault harness does not: it shortens the timeout chain,
+# which production settings refuse.)
+DEPLOYED_ENV = {"GARDEN_ENV": "production", "DJANGO_SECRET_KEY": "bench-only-not-secret"}
+
+
 class Worker:
     """One ``celery worker`` process, started as a deployment starts it."""
 

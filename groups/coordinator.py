@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
@@ -32,7 +32,7 @@ from garden.providers import (
     get_provider,
 )
 from garden.selectors import account_config
-from garden.services.conversations import message_append, text_block
+from garden.services.conversations import messages_append, text_block
 from garden.tools import ToolContext, ToolOutcome, check_arguments, get_tool
 from garden.transcript import blocks_from_json, blocks_to_json
 from groups import budget
@@ -64,6 +64,9 @@ class Room:
     members: dict[int, Agent]
     order: list[int]
     fence: int
+    # Turns appended inside the current ``_fenced`` block, written together (one seq UPDATE,
+    # one INSERT) before the block commits or anything else is written after them.
+    outbox: list[Message] = field(default_factory=list)
 
     @property
     def coordinator(self) -> Agent:
@@ -81,22 +84,28 @@ class Room:
 # --- entry point ----------------------------------------------------------------------------
 
 
-def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None) -> str:
+def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None,
+                    group_id: int | None = None) -> str:
     """Run one step of ``request_id`` expected at ``fence``. Returns what happened, for logs.
 
-    Raises LockContended when another worker holds the group's lock (the task retries).
+    ``group_id`` (the request's group, which never changes) saves a lookup; steps enqueued
+    by the loop carry it. Raises LockContended when another worker holds the group's lock
+    (the task retries).
     """
-    group_id = GroupRequest.objects.filter(pk=request_id).values_list("group_id", flat=True).first()
     if group_id is None:
-        return "missing"
+        group_id = GroupRequest.objects.filter(pk=request_id).values_list("group_id", flat=True).first()
+        if group_id is None:
+            return "missing"
     after_lock: list[Callable[[], None]] = []
     token = _AFTER_LOCK.set(after_lock)
     try:
         with events.batched_events(), group_lock(group_id):
-            my_fence = _claim(request_id, fence)
+            my_fence = _claim(request_id, fence, group_id)
             if my_fence is None:
                 return "stale"
             room = _load_room(request_id, my_fence)
+            if room.group.pk != group_id:
+                raise ValueError(f"request {request_id} is not in group {group_id}")
             try:
                 return _step(room, attempt=attempt, first_at=first_at or time.time())
             except StaleStep:
@@ -110,7 +119,7 @@ def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: 
             send()
 
 
-def _claim(request_id: int, fence: int) -> int | None:
+def _claim(request_id: int, fence: int, group_id: int) -> int | None:
     """Take the next fence for this step, or None for a stale or duplicate delivery.
 
     A fence claimed by a step that never completed (its worker died; we hold the lock, so
@@ -127,12 +136,12 @@ def _claim(request_id: int, fence: int) -> int | None:
         return fence + 2
     row = live.values("fence", "completed_fence").first()
     if row and row["fence"] == row["completed_fence"] == fence + 1:
-        enqueue_step(request_id, fence + 1)
+        enqueue_step(request_id, fence + 1, group_id=group_id)
     return None
 
 
 def _load_room(request_id: int, fence: int) -> Room:
-    request = GroupRequest.objects.select_related("group", "conversation").get(pk=request_id)
+    request = GroupRequest.objects.select_related("group").get(pk=request_id)
     memberships = list(
         request.group.memberships.select_related("agent__model_account").order_by("position", "id")
     )
@@ -145,11 +154,13 @@ def _load_room(request_id: int, fence: int) -> Room:
                 order=[m.agent_id for m in memberships], fence=fence)
 
 
-def enqueue_step(request_id: int, fence: int, *, attempt: int = 1, first_at: float | None = None,
-                 countdown: float | None = None) -> None:
+def enqueue_step(request_id: int, fence: int, *, group_id: int | None = None, attempt: int = 1,
+                 first_at: float | None = None, countdown: float | None = None) -> None:
     from groups.tasks import advance_request as task
 
     kwargs = {"request_id": request_id, "fence": fence, "attempt": attempt, "first_at": first_at}
+    if group_id is not None:
+        kwargs["group_id"] = group_id
     if countdown:
         task.apply_async(kwargs=kwargs, countdown=countdown)
     else:
@@ -173,7 +184,8 @@ def send_after_commit(send: Callable[[], None]) -> None:
     transaction.on_commit(on_commit)
 
 
-def _enqueue_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
+def enqueue_step_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
+    """``enqueue_step`` once the transaction commits (and a step's lock is released)."""
     send_after_commit(lambda: enqueue_step(request_id, fence, **kwargs))
 
 
@@ -198,8 +210,8 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
     projection = _projection(room, speaker, synthesis=synthesis, head=head)
     if isinstance(projection, RoomTooLarge):
         with _fenced(room):
-            request_finish(
-                request=request, state=GroupRequest.State.FAILED, outcome_code=projection.code,
+            _finish(
+                room, state=GroupRequest.State.FAILED, outcome_code=projection.code,
                 outcome=f"The room ({projection.needed} chars) cannot fit the cap of {projection.cap}.",
                 notice=f"The room is too large to carry ({projection.needed} characters, cap "
                        f"{projection.cap}); the request ended. {projection.reason}",
@@ -320,37 +332,68 @@ class _fenced:
 
     def __enter__(self) -> GroupRequest:
         self.atomic.__enter__()
+        request = self.room.request
         try:
             # Only the request row: a step changes nothing group-wide, and the services that
             # lock both (stop, clear, delete) take the group first, so there is no cycle.
-            current = GroupRequest.objects.select_for_update().get(pk=self.room.request.pk)
+            # Only what others may have changed since the step loaded the row is read back.
+            current = GroupRequest.objects.select_for_update().filter(pk=request.pk).values_list(
+                "fence", "state", *_COUNTERS).first()
         except BaseException:
             self.atomic.__exit__(None, None, None)
             raise
-        if current.fence != self.room.fence or current.state not in STEPPABLE:
+        if current is None or current[0] != self.room.fence or current[1] not in STEPPABLE:
             self.atomic.__exit__(StaleStep, StaleStep(), None)
             raise StaleStep()
-        current.group, current.conversation = self.room.group, self.room.request.conversation
-        self.room.request = current
-        return current
+        request.state = current[1]
+        for name, value in zip(_COUNTERS, current[2:], strict=True):
+            setattr(request, name, value)
+        self.room.outbox = []
+        return request
 
-    def __exit__(self, *exc: Any) -> bool | None:
-        return self.atomic.__exit__(*exc)
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
+        if exc_type is None:
+            try:
+                _flush(self.room)
+            except BaseException as error:
+                self.atomic.__exit__(type(error), error, error.__traceback__)
+                raise
+        else:
+            self.room.outbox = []
+        return self.atomic.__exit__(exc_type, exc, tb)
+
+
+_COUNTERS = ("working_reserved", "synthesis_reserved", "maintenance_reserved")
 
 
 def _append(room: Room, *, speaker: Agent | None, content: list[dict], kind: str = Message.Kind.TURN,
-            addressed: Agent | None = None, reply_to_call_id: str = "") -> Message:
-    return message_append(
+            addressed: Agent | None = None, reply_to_call_id: str = "") -> None:
+    """Add a turn to this step's outbox (caller is inside ``_fenced``); ``_flush`` writes it."""
+    room.outbox.append(Message(
         conversation_id=room.request.conversation_id,
         speaker_kind=Message.SpeakerKind.AGENT if speaker else Message.SpeakerKind.GARDEN,
         speaker_agent=speaker, content=content, kind=kind, request_id=room.request.pk,
         addressed_agent=addressed, reply_to_call_id=reply_to_call_id, step=room.fence,
-        channel=room.channel,
-    )
+    ))
+
+
+def _flush(room: Room) -> None:
+    """Write the outbox's turns, in order, before anything that must come after them."""
+    if room.outbox:
+        pending, room.outbox = room.outbox, []
+        messages_append(conversation_id=room.request.conversation_id, messages=pending,
+                        channel=room.channel)
+
+
+def _finish(room: Room, **kwargs: Any) -> None:
+    """End the request (caller is inside ``_fenced``), after this step's turns."""
+    _flush(room)
+    request_finish(request=room.request, **kwargs)
 
 
 def _complete_step(room: Room, queue: list[Contribution], **changes: Any) -> None:
     """Finish this step's writes (caller is inside ``_fenced``) and enqueue the next step."""
+    _flush(room)
     request = room.request
     request.queue = [c.to_json() for c in queue]
     request.completed_fence = room.fence
@@ -361,7 +404,7 @@ def _complete_step(room: Room, queue: list[Contribution], **changes: Any) -> Non
     request.save(update_fields=fields)
     events.send_event_on_commit(channel=room.channel, event=request_event(request))
     if request.state in STEPPABLE:
-        _enqueue_on_commit(request.pk, room.fence)
+        enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk)
 
 
 def _record(room: Room, speaker: Agent, purpose: str, reservation: CallReservation,
@@ -382,7 +425,7 @@ def _record(room: Room, speaker: Agent, purpose: str, reservation: CallReservati
                     reply_to_call_id=(head.call_id or "") if head else "")
             if head is not None:
                 return _member_finished(room, speaker, queue, reply.text)
-            request_finish(request=room.request, state=GroupRequest.State.COMPLETED,
+            _finish(room, state=GroupRequest.State.COMPLETED,
                            outcome_code="SYNTHESIZED" if purpose == CallReservation.Purpose.SYNTHESIS
                            else "CONCLUDED", outcome=reply.text[:2000])
             return "completed"
@@ -597,8 +640,8 @@ def _begin_synthesis(room: Room, why: str, *, fenced: bool = True) -> str:
 
 
 def _end_without_summary(room: Room, why: str) -> None:
-    request_finish(
-        request=room.request, state=GroupRequest.State.FAILED, outcome_code="SYNTHESIS_FAILED",
+    _finish(
+        room, state=GroupRequest.State.FAILED, outcome_code="SYNTHESIS_FAILED",
         outcome=f"The summary did not come: {why}.",
         notice=f"The summary did not come ({why}). The contributions above stand under their speakers.",
     )
@@ -622,8 +665,8 @@ def _after_failure(room: Room, speaker: Agent, purpose: str, reservation: CallRe
     if retryable and within:
         with _fenced(room):
             # The retry claims this step's fence again; nothing else is written.
-            _enqueue_on_commit(room.request.pk, room.fence, attempt=attempt + 1, first_at=first_at,
-                               countdown=wait)
+            enqueue_step_on_commit(room.request.pk, room.fence, group_id=room.group.pk,
+                                   attempt=attempt + 1, first_at=first_at, countdown=wait)
         return "retry"
     if purpose == CallReservation.Purpose.SYNTHESIS:
         with _fenced(room):
@@ -633,8 +676,8 @@ def _after_failure(room: Room, speaker: Agent, purpose: str, reservation: CallRe
     if queue and queue[0].agent == speaker.pk:
         return _skip_member(room, queue, f"its model could not be reached ({exc.code})")
     with _fenced(room):
-        request_finish(
-            request=room.request, state=GroupRequest.State.FAILED, outcome_code=exc.code,
+        _finish(
+            room, state=GroupRequest.State.FAILED, outcome_code=exc.code,
             outcome=f"@{speaker.handle} could not be reached: {exc.code}.",
             notice=f"@{speaker.handle} could not be reached ({exc.code}); the request ended.",
         )
@@ -659,6 +702,7 @@ def _suspend_for_approval(room: Room, speaker: Agent, call: ToolCall, pending: l
     )
     _append(room, speaker=speaker, kind=Message.Kind.ACTIVITY, content=[text_block(
         f"{speaker.name} wants to run {call.name}; waiting for your approval.")])
+    _flush(room)
     events.send_event_on_commit(channel=room.channel, event=approval_event(approval))
     _complete_step(room, queue, state=GroupRequest.State.AWAITING_APPROVAL)
     return "awaiting_approval"

@@ -11,12 +11,14 @@ from groups.locks import LockContended
     name="groups.advance_request", bind=True, acks_late=True, ignore_result=True,
     max_retries=None,
 )
-def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None) -> str:
+def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None,
+                    group_id: int | None = None) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
     from groups.coordinator import advance_request as step
 
     try:
-        return step(request_id=request_id, fence=fence, attempt=attempt, first_at=first_at)
+        return step(request_id=request_id, fence=fence, attempt=attempt, first_at=first_at,
+                    group_id=group_id)
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
         raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc

@@ -60,34 +60,49 @@ def message_append(
 ) -> Message:
     """Append one turn with the next seq and push it after commit.
 
-    Takes FOR UPDATE on the conversation row for the seq, so concurrent appends serialise.
     ``channel`` overrides the event channel (groups push to the group's channel).
     """
-    # No savepoint: callers batch several turns in one transaction, and a failed append
+    message = Message(
+        conversation_id=conversation_id, speaker_kind=speaker_kind, speaker_agent=speaker_agent,
+        kind=kind, content=content, request_id=request_id, in_reply_to=in_reply_to,
+        addressed_agent=addressed_agent, reply_to_call_id=reply_to_call_id, step=step,
+    )
+    return messages_append(conversation_id=conversation_id, messages=[message], channel=channel)[0]
+
+
+def messages_append(*, conversation_id: int, messages: list[Message],
+                    channel: str | None = None) -> list[Message]:
+    """Append unsaved ``messages`` in order with consecutive seqs and push them after commit:
+    one UPDATE takes the seqs, one INSERT writes the turns, however many there are.
+
+    The UPDATE takes the conversation row's lock until commit, so concurrent appends
+    serialise and seqs never collide or leave gaps.
+    """
+    if not messages:
+        return []
+    # No savepoint: callers batch several writes in one transaction, and a failed append
     # fails the caller's whole transaction anyway.
     with transaction.atomic(savepoint=False):
-        seq = _next_seq(conversation_id)
-        message = Message.objects.create(
-            conversation_id=conversation_id, seq=seq, speaker_kind=speaker_kind,
-            speaker_agent=speaker_agent, kind=kind, content=content, request_id=request_id,
-            in_reply_to=in_reply_to, addressed_agent=addressed_agent,
-            reply_to_call_id=reply_to_call_id, step=step,
-        )
-        events.send_event_on_commit(
-            channel=channel or events.conversation_channel(conversation_id),
-            event={"type": "message.created", "seq": message.seq, "message": message_payload(message)},
-        )
-    return message
+        last = _next_seq(conversation_id, len(messages))
+        for seq, message in enumerate(messages, start=last - len(messages) + 1):
+            message.conversation_id, message.seq = conversation_id, seq
+        Message.objects.bulk_create(messages)
+        channel = channel or events.conversation_channel(conversation_id)
+        for message in messages:
+            events.send_event_on_commit(channel=channel, event={
+                "type": "message.created", "seq": message.seq, "message": message_payload(message)})
+    return messages
 
 
-def _next_seq(conversation_id: int) -> int:
-    """Take the conversation's next seq in one statement; the row lock it takes serialises
-    concurrent appends until commit. (UPDATE … RETURNING: PostgreSQL and SQLite ≥ 3.35.)"""
+def _next_seq(conversation_id: int, count: int = 1) -> int:
+    """Take the conversation's next ``count`` seqs in one statement; returns the last one.
+    The row lock it takes serialises concurrent appends until commit. (UPDATE … RETURNING:
+    PostgreSQL and SQLite ≥ 3.35.)"""
     table = Conversation._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{table}" SET "last_seq" = "last_seq" + 1 WHERE "id" = %s RETURNING "last_seq"',
-            [conversation_id],
+            f'UPDATE "{table}" SET "last_seq" = "last_seq" + %s WHERE "id" = %s RETURNING "last_seq"',
+            [count, conversation_id],
         )
         row = cursor.fetchone()
     if row is None:

@@ -71,12 +71,26 @@ def load_schema(name: str) -> dict[str, Any]:
 
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     """Validate model-supplied arguments against the tool's schema; the first error or None."""
-    try:
-        jsonschema.validate(arguments, tool.spec.parameters)
-    except jsonschema.ValidationError as exc:
-        path = "/".join(str(p) for p in exc.absolute_path) or "arguments"
-        return f"{path}: {exc.message}"
-    return None
+    validator = _validator(tool.spec.name, tool.spec.parameters)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    path = "/".join(str(p) for p in error.absolute_path) or "arguments"
+    return f"{path}: {error.message}"
+
+
+_VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(name: str, schema: dict[str, Any]):
+    """The tool's schema checked and compiled once per process (``jsonschema.validate``
+    re-checks the schema itself on every call, which costs more than the validation)."""
+    cached = _VALIDATORS.get(name)
+    if cached is None or cached[0] is not schema:
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        cached = _VALIDATORS[name] = (schema, cls(schema))
+    return cached[1]
 
 
 _loaded = False

@@ -145,7 +145,7 @@ def _run(approval: Approval) -> ToolOutcome:
 def _record_and_resume(approval: Approval, request: GroupRequest | None, outcome: ToolOutcome) -> None:
     """Record the action's result under the requesting agent and, if the request is still
     waiting on it, resume from where it stopped. Caller holds the group and request locks."""
-    from groups.coordinator import _enqueue_on_commit
+    from groups.coordinator import enqueue_step_on_commit
 
     channel = events.group_channel(request.group_id) if request else None
     message_append(
@@ -170,4 +170,4 @@ def _record_and_resume(approval: Approval, request: GroupRequest | None, outcome
     request.completed_fence = request.fence
     request.save(update_fields=["state", "completed_fence", "updated_at"])
     events.send_event_on_commit(channel=channel, event=request_event(request))
-    _enqueue_on_commit(request.pk, request.fence)
+    enqueue_step_on_commit(request.pk, request.fence, group_id=request.group_id)

@@ -236,7 +236,7 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
         request.save(update_fields=["state", "started_at", "updated_at"])
         events.send_event_on_commit(channel=events.group_channel(group_id), event=request_event(request))
         fence = request.fence
-        transaction.on_commit(lambda: enqueue_step(request.pk, fence))
+        transaction.on_commit(lambda: enqueue_step(request.pk, fence, group_id=group_id))
     return request
 
 
@@ -262,13 +262,13 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     cutoff = timezone.now() - timedelta(seconds=age)
     found = {"continued": 0, "reclaimed": 0, "started": 0}
     for row in GroupRequest.objects.filter(state__in=STEPPABLE, updated_at__lte=cutoff).values(
-        "pk", "fence", "completed_fence"
+        "pk", "fence", "completed_fence", "group_id"
     ):
         if row["completed_fence"] >= row["fence"]:
-            enqueue_step(row["pk"], row["fence"])
+            enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
             found["continued"] += 1
         else:
-            enqueue_step(row["pk"], row["fence"] - 1)
+            enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
             found["reclaimed"] += 1
     idle_groups = (
         GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)

@@ -53,3 +53,25 @@ def test_seq_is_monotonic_per_conversation(owner):
     seqs = [message_append(conversation_id=c.pk, speaker_kind="owner", content=[text_block("x")]).seq
             for c in (a, a, b, a)]
     assert seqs == [1, 2, 1, 3]
+
+
+def test_several_turns_append_in_order_with_one_seq_update_and_one_insert(owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from garden.services.conversations import messages_append
+
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    conv = conversation_create(owner=owner, agent=agent)
+    message_append(conversation_id=conv.pk, speaker_kind="owner", content=[text_block("first")])
+    batch = [Message(speaker_kind="agent", speaker_agent=agent, content=[text_block(t)]) for t in "abc"]
+    with CaptureQueriesContext(connection) as queries:
+        written = messages_append(conversation_id=conv.pk, messages=batch)
+    writes = [q["sql"].split()[0] for q in queries.captured_queries
+              if q["sql"].split()[0] in ("UPDATE", "INSERT")]
+    assert writes == ["UPDATE", "INSERT"]
+    assert [m.seq for m in written] == [2, 3, 4] and all(m.pk for m in written)
+    stored = list(Message.objects.filter(conversation=conv).order_by("seq").values_list("seq", "content"))
+    assert [(s, c[0]["text"]) for s, c in stored] == [(1, "first"), (2, "a"), (3, "b"), (4, "c")]
+    assert messages_append(conversation_id=conv.pk, messages=[]) == []
+    assert message_append(conversation_id=conv.pk, speaker_kind="owner", content=[]).seq == 5

@@ -208,3 +208,22 @@ def _run_inline(request, limit: int = 40):
         fence = request.fence
         advance_request(request_id=request.pk, fence=fence)
     raise AssertionError("request did not finish")
+
+
+@pytest.mark.django_db
+def test_a_reservation_is_refused_without_a_row_when_the_fence_or_state_moved(group_factory):
+    from groups import budget
+    from groups.services.requests import group_conversation_open
+
+    group = group_factory(concierge_rules=[], members={"ledger": []})
+    request = GroupRequest.objects.create(group=group, conversation=group_conversation_open(group=group),
+                                          state="running", fence=3)
+    reserve = dict(request_id=request.pk, agent_id=group.coordinator_id)
+    assert budget.reserve_call(purpose="working", fence=2, **reserve) is None
+    assert budget.reserve_call(purpose="synthesis", fence=3, **reserve) is None  # not synthesizing
+    made = budget.reserve_call(purpose="working", fence=3, attempt=2, **reserve)
+    stored = CallReservation.objects.get()
+    assert (made.pk, made.status, made.fence, made.attempt) == (stored.pk, "reserved", 3, 2)
+    assert made.created_at == stored.created_at
+    request.refresh_from_db()
+    assert (request.working_reserved, request.synthesis_reserved) == (1, 0)

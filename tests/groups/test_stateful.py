@@ -87,7 +87,8 @@ class GroupLoop(RuleBasedStateMachine):
         request = self.active()
         if request is None:
             return
-        fence = _claim(request.pk, request.fence if request.completed_fence >= request.fence else request.fence - 1)
+        fence = _claim(request.pk, request.fence if request.completed_fence >= request.fence else request.fence - 1,
+                       request.group_id)
         if fence and reserve:
             purpose = "synthesis" if request.state == "synthesizing" else "working"
             budget.reserve_call(request_id=request.pk, purpose=purpose, agent_id=self.group.coordinator_id,
