@@ -4,8 +4,10 @@ With a zero-latency model, the time between one reservation of a request and the
 loop's own cost per model call: the Celery hop, the lock, the fence claim, the projection, the
 reservation, the record and the enqueue. Two zero-latency models are measured: the offline
 ``scripted`` provider (no I/O at all) and the ``openai`` adapter against bench/fake_provider.py
-answering at once (the real HTTP path). A bare Celery hop (a task that enqueues the next) is
-measured in the same run for comparison, and so are the queries one step makes.
+answering at once (the real HTTP path). Measured in the same run for comparison: a bare
+Celery hop (a task that enqueues the next), the floor step of ARCHITECTURE.md (hop + group
+lock + the request row locked with a ~500-byte turn appended; the loop's goal is within twice
+that), the PostgreSQL and Redis round trips, and the queries one step makes.
 
 Run: python bench/bench_loop.py [--groups 40] [--workers 1 2]
 Needs PostgreSQL and Redis (DATABASE_URL / REDIS_URL, else the local defaults); uses its own
@@ -34,6 +36,7 @@ from bench.support import (
     ensure_database,
     machine_line,
     pct,
+    round_trips,
     step_queries,
     use_services,
 )
@@ -105,11 +108,27 @@ def wait_finished(probe: PgProbe, ids: list[int], timeout: float = 600) -> None:
 
 def bare_hops(app, n: int) -> list[float]:
     """A task that enqueues the next, n times; per-hop time from the stamps in Redis."""
+    return chained(app, "garden.diagnostic_hop", [], n)
+
+
+def floor_steps(app, n: int) -> list[float]:
+    """The floor step (groups.diagnostic_floor_step): hop + group lock + the request row
+    locked in a transaction with a ~500-byte turn appended, n times in a chain."""
+    from groups.models import GroupRequest
+    from groups.services.requests import group_conversation_open
+
+    group = scripted_groups(1, "floor")[0]
+    conversation = group_conversation_open(group=group)
+    request = GroupRequest.objects.create(group=group, conversation=conversation, state="completed")
+    return chained(app, "groups.diagnostic_floor_step", [group.pk, request.pk, conversation.pk], n)
+
+
+def chained(app, task: str, args: list, n: int) -> list[float]:
     import redis
 
     key = f"garden:bench:hops:{time.time_ns()}"
     client = redis.Redis.from_url(REDIS_URL)
-    app.send_task("garden.diagnostic_hop", args=[n, key])
+    app.send_task(task, args=[*args, n, key])
     deadline = time.monotonic() + 120
     while client.llen(key) < n and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -143,6 +162,7 @@ def main() -> None:
         from config.celery import app
 
         print(machine_line())
+        print(round_trips())
         for name, group in (("scripted", scripted_groups(1, "q")[0]), ("openai", openai_groups(1, "q", url)[0])):
             counts = step_queries(group)
             print(f"queries per step ({name}): median {statistics.median(counts):.0f}, max {max(counts)} "
@@ -150,9 +170,10 @@ def main() -> None:
         connections.close_all()
         print(f"\nzero-latency models; overhead = time from one reservation of a request to the next, "
               f"the request alone; throughput = {args.groups} groups at once")
-        print("| workers x threads | bare Celery hop p50 / p95 | model | loop overhead per call p50 / p95 "
-              "| x bare hop (p50) | % of a 500 ms call (p50) | throughput | worker CPU per call |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| workers x threads | bare Celery hop p50 / p95 | floor step p50 / p95 | model "
+              "| loop overhead per call p50 / p95 | x floor step (p50) | % of a 500 ms call (p50) "
+              "| throughput | worker CPU per call |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for workers in args.workers:
             env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR", "GARDEN_DB_POOL_MAX": "4"}
             started = [Worker(pool="threads", concurrency=args.threads, env=env, name=f"loop{workers}-",
@@ -161,6 +182,7 @@ def main() -> None:
             try:
                 time.sleep(2.0)
                 hop = bare_hops(app, args.hops)
+                floor = floor_steps(app, args.hops)
                 rows = []
                 for name, make in (("scripted", lambda n, t: scripted_groups(n, t)),
                                    ("openai", lambda n, t: openai_groups(n, t, url))):
@@ -172,11 +194,12 @@ def main() -> None:
                     w.stop()
                 probe.close()
                 connections.close_all()
-            hop50 = statistics.median(hop)
+            hop50, floor50 = statistics.median(hop), statistics.median(floor)
             for name, gaps, rate, cpu in rows:
                 med = statistics.median(gaps)
-                print(f"| {workers} x {args.threads} | {hop50:.2f} / {pct(hop, .95):.2f} ms | {name} | "
-                      f"{med:.2f} / {pct(gaps, .95):.2f} ms | {med / hop50:.1f}x | {med / 5:.2f}% | "
+                print(f"| {workers} x {args.threads} | {hop50:.2f} / {pct(hop, .95):.2f} ms | "
+                      f"{floor50:.2f} / {pct(floor, .95):.2f} ms | {name} | "
+                      f"{med:.2f} / {pct(gaps, .95):.2f} ms | {med / floor50:.1f}x | {med / 5:.2f}% | "
                       f"{rate:.0f} calls/s | {cpu:.1f} ms |", flush=True)
     finally:
         provider.terminate()

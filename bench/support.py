@@ -69,6 +69,30 @@ def machine_line() -> str:
             f"Django {__import__('django').get_version()}")
 
 
+def round_trips(n: int = 500) -> str:
+    """Median round trip of a trivial PostgreSQL query and of a Redis PING on this machine."""
+    import statistics
+
+    import redis
+    from django.db import connection
+
+    def median_ms(call) -> float:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1000
+
+    with connection.cursor() as cur:
+        pg = median_ms(lambda: (cur.execute("select 1"), cur.fetchone()))
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    return (f"round trips (p50 of {n}): PostgreSQL select 1 {pg:.3f} ms, "
+            f"Redis PING {median_ms(client.ping):.3f} ms")
+
+
 def _memory() -> str:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -323,6 +347,6 @@ def step_queries(group) -> list[int]:
         if request.state not in ("running", "synthesizing"):
             break
         with CaptureQueriesContext(connection) as q:
-            advance_request(request_id=request.pk, fence=request.fence)
+            advance_request(request_id=request.pk, fence=request.fence, group_id=group.pk)
         counts.append(len(q.captured_queries))
     return counts
