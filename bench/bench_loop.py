@@ -123,6 +123,13 @@ def floor_steps(app, n: int) -> list[float]:
     return chained(app, "groups.diagnostic_floor_step", [group.pk, request.pk, conversation.pk], n)
 
 
+def with_cpu(workers: list[Worker], run) -> tuple[list[float], float]:
+    """``run()``'s result and the workers' CPU ms it took."""
+    before = sum(cpu_seconds(w.pid) for w in workers)
+    result = run()
+    return result, (sum(cpu_seconds(w.pid) for w in workers) - before) * 1000
+
+
 def chained(app, task: str, args: list, n: int) -> list[float]:
     import redis
 
@@ -174,6 +181,7 @@ def main() -> None:
               "| loop overhead per call p50 / p95 | x floor step (p50) | % of a 500 ms call (p50) "
               "| throughput | worker CPU per call |")
         print("|---|---|---|---|---|---|---|---|---|")
+        cpu_rows: list[tuple] = []
         for workers in args.workers:
             env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR", "GARDEN_DB_POOL_MAX": "4"}
             started = [Worker(pool="threads", concurrency=args.threads, env=env, name=f"loop{workers}-",
@@ -181,12 +189,15 @@ def main() -> None:
             probe = PgProbe(DATABASE)
             try:
                 time.sleep(2.0)
-                hop = bare_hops(app, args.hops)
-                floor = floor_steps(app, args.hops)
+                hop, hop_cpu = with_cpu(started, lambda: bare_hops(app, args.hops))
+                floor, floor_cpu = with_cpu(started, lambda: floor_steps(app, args.hops))
+                cpu_rows.append((workers, hop_cpu / len(hop), floor_cpu / len(floor)))
                 rows = []
                 for name, make in (("scripted", lambda n, t: scripted_groups(n, t)),
                                    ("openai", lambda n, t: openai_groups(n, t, url))):
-                    gaps = overhead(make(1, f"solo{workers}{name}")[0], probe)
+                    group = make(1, f"solo{workers}{name}")[0]
+                    gaps, solo_cpu = with_cpu(started, lambda g=group, p=probe: overhead(g, p))
+                    cpu_rows[-1] += (name, solo_cpu / len(gaps))
                     rate, cpu = throughput(make(args.groups, f"load{workers}{name}"), probe, started)
                     rows.append((name, gaps, rate, cpu))
             finally:
@@ -201,6 +212,12 @@ def main() -> None:
                       f"{floor50:.2f} / {pct(floor, .95):.2f} ms | {name} | "
                       f"{med:.2f} / {pct(gaps, .95):.2f} ms | {med / floor50:.1f}x | {med / 5:.2f}% | "
                       f"{rate:.0f} calls/s | {cpu:.1f} ms |", flush=True)
+        print("\nworker CPU (all workers, user + system) per link of each chain, run alone")
+        print("| workers | bare Celery hop | floor step | loop call, scripted | loop call, openai |")
+        print("|---|---|---|---|---|")
+        for workers, hop_ms, floor_ms, _, scripted_ms, _, openai_ms in cpu_rows:
+            print(f"| {workers} | {hop_ms:.1f} ms | {floor_ms:.1f} ms | {scripted_ms:.1f} ms | "
+                  f"{openai_ms:.1f} ms |")
     finally:
         provider.terminate()
         provider.wait(5)

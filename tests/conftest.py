@@ -112,15 +112,26 @@ def celery_worker_thread(transactional_db):
         _wait_until_worker_idle()
 
 
-def _wait_until_worker_idle(timeout: float = 30.0) -> None:
-    """Let a step still in flight (a slow model call after Stop, say) finish before the
-    worker stops and the test database is flushed under it."""
+def _wait_until_worker_idle(timeout: float = 30.0, settle: float = 0.5) -> None:
+    """Let the work a test set going finish before the worker stops and the test database is
+    flushed under it: no task running, reserved or scheduled (a retry's countdown) for
+    ``settle`` seconds in a row, so a task that the last one enqueued (a request's
+    after_request, the next step) is fetched and run too."""
     import time
 
     from celery.worker import state
 
     deadline = time.monotonic() + timeout
-    while state.active_requests and time.monotonic() < deadline:
+    quiet_since = None
+    while time.monotonic() < deadline:
+        busy = state.active_requests or state.reserved_requests or state.scheduled_requests
+        now = time.monotonic()
+        if busy:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = now
+        elif now - quiet_since >= settle:
+            return
         time.sleep(0.05)
 
 

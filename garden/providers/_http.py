@@ -9,7 +9,9 @@ from __future__ import annotations
 import email.utils
 import functools
 import json
+import os
 import ssl
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -43,7 +45,8 @@ _ERROR_SNIPPET = 500
 
 
 class HttpProvider:
-    """One ``httpx.Client`` per adapter instance; subclasses map requests and replies.
+    """An adapter over the process's shared ``httpx.Client``; subclasses map requests and
+    replies.
 
     Subclasses set ``name`` and ``default_base_url`` and implement ``_url``, ``_headers``,
     ``_body`` and ``_parse``.
@@ -57,16 +60,17 @@ class HttpProvider:
             raise ProviderConfigError(f"{self.name} account has no model")
         self.config = config
         self.base_url = (config.base_url or self.default_base_url).rstrip("/")
-        self._client = httpx.Client(timeout=httpx.Timeout(config.timeout), verify=_tls_context())
+        self.timeout = httpx.Timeout(config.timeout)
 
     def complete(self, request: ChatRequest) -> ChatReply:
         names = ToolNames(request.tools)
         body = self._body(request, names)
-        data = post_json(self._client, self._url(), self._headers(), body, provider=self.name)
+        data = post_json(shared_client(), self._url(), self._headers(), body, provider=self.name,
+                         timeout=self.timeout)
         return self._parse(data, names)
 
     def close(self) -> None:
-        self._client.close()
+        """Nothing to release: connections belong to the process's shared client."""
 
     def __enter__(self) -> HttpProvider:
         return self
@@ -95,6 +99,28 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+_shared: tuple[int, httpx.Client] | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_client() -> httpx.Client:
+    """The process's one ``httpx.Client`` for model calls. Its pool keeps connections to each
+    provider open between calls (up to 20 s idle), so a call does not pay a new TCP and TLS
+    handshake; it is safe to share between threads, and a forked child builds its own.
+    Connections are not capped: the calls in flight are already bounded by the worker's
+    threads."""
+    global _shared
+    current = _shared
+    if current is None or current[0] != os.getpid():
+        with _shared_lock:
+            if _shared is None or _shared[0] != os.getpid():
+                limits = httpx.Limits(max_connections=None, max_keepalive_connections=64,
+                                      keepalive_expiry=20.0)
+                _shared = (os.getpid(), httpx.Client(verify=_tls_context(), limits=limits))
+            current = _shared
+    return current[1]
+
+
 def post_json(
     client: httpx.Client,
     url: str,
@@ -102,10 +128,11 @@ def post_json(
     body: dict[str, Any],
     *,
     provider: str,
+    timeout: httpx.Timeout,
 ) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError."""
     try:
-        response = client.post(url, headers=headers, json=body)
+        response = client.post(url, headers=headers, json=body, timeout=timeout)
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise ProviderConfigError(f"{provider}: unusable base URL {url!r}: {exc}") from exc
     except httpx.HTTPError as exc:

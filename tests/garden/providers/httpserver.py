@@ -40,18 +40,23 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    peer: tuple[str, int] = ("", 0)  # the client's address: one per TCP connection
 
 
 class ScriptedServer:
-    """Serves queued actions in order, then ``default``; stops on ``close()``."""
+    """Serves queued actions in order, then ``default``; stops on ``close()``.
 
-    def __init__(self) -> None:
+    ``keep_alive`` answers HTTP/1.1 and keeps each connection open between requests (the
+    default, HTTP/1.0, closes it after every answer).
+    """
+
+    def __init__(self, *, keep_alive: bool = False) -> None:
         self.requests: list[RecordedRequest] = []
         self.default: Action = Respond(500, {"error": "no scripted answer"})
         self._script: deque[Action] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = _Server(("127.0.0.1", 0), _Handler)
+        self._httpd = _Server(("127.0.0.1", 0), _KeepAliveHandler if keep_alive else _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -138,6 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
                 path=self.path,
                 headers={k.lower(): v for k, v in self.headers.items()},
                 body=body,
+                peer=self.client_address[:2],
             )
         )
         action = owner.next_action()
@@ -167,6 +173,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.rfile.close()
         self.connection.close()
+
+
+class _KeepAliveHandler(_Handler):
+    protocol_version = "HTTP/1.1"
 
 
 def unused_port() -> int:

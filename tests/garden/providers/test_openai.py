@@ -31,6 +31,7 @@ from garden.providers.types import (
     ToolSpec,
     Usage,
 )
+from tests.garden.providers.httpserver import ScriptedServer
 
 KEY = "sk-test-secret"
 
@@ -378,6 +379,28 @@ def test_slow_answer_is_a_timeout(server, make):
 
     assert time.monotonic() - started < 2.0
     assert len(server.requests) == 1
+
+
+def test_calls_reuse_one_connection_and_each_keeps_its_own_timeout():
+    """Each call builds a new adapter (as a step does); the process's shared client keeps the
+    connection to the provider open between them, so later calls skip the handshake."""
+    server = ScriptedServer(keep_alive=True)
+    try:
+        def adapter(timeout: float) -> OpenAIProvider:
+            return OpenAIProvider(AccountConfig(provider="openai", model="gpt-test", api_key=KEY,
+                                                base_url=f"{server.url}/v1", timeout=timeout))
+
+        for text in ("one", "two", "three"):
+            server.reply(200, text_reply(text))
+            assert adapter(5.0).complete(HELLO).text == text
+        assert len({r.peer for r in server.requests}) == 1
+        server.reply(200, text_reply(), delay=3.0)
+        with pytest.raises(ProviderTimeout):
+            adapter(0.3).complete(HELLO)
+        server.reply(200, text_reply("after"))
+        assert adapter(5.0).complete(HELLO).text == "after"
+    finally:
+        server.close()
 
 
 def test_reset_after_send_is_connection_lost(server, make):
