@@ -168,7 +168,7 @@ def _wait_ready(app, timeout: float = 60) -> None:
 
     key = f"garden:bench:ready:{time.time_ns()}"
     client = redis.Redis.from_url(REDIS_URL)
-    app.send_task("garden.diagnostic_hop", args=[1, key])
+    app.send_task("bench.diagnostic_hop", args=[1, key])
     deadline = time.monotonic() + timeout
     while not client.llen(key):
         if time.monotonic() > deadline:

@@ -108,11 +108,11 @@ def wait_finished(probe: PgProbe, ids: list[int], timeout: float = 600) -> None:
 
 def bare_hops(app, n: int) -> list[float]:
     """A task that enqueues the next, n times; per-hop time from the stamps in Redis."""
-    return chained(app, "garden.diagnostic_hop", [], n)
+    return chained(app, "bench.diagnostic_hop", [], n)
 
 
 def floor_steps(app, n: int) -> list[float]:
-    """The floor step (groups.diagnostic_floor_step): hop + group lock + the request row
+    """The floor step (bench.floor_step): hop + group lock + the request row
     locked in a transaction with a ~500-byte turn appended, n times in a chain."""
     from groups.models import GroupRequest
     from groups.services.requests import group_conversation_open
@@ -120,7 +120,7 @@ def floor_steps(app, n: int) -> list[float]:
     group = scripted_groups(1, "floor")[0]
     conversation = group_conversation_open(group=group)
     request = GroupRequest.objects.create(group=group, conversation=conversation, state="completed")
-    return chained(app, "groups.diagnostic_floor_step", [group.pk, request.pk, conversation.pk], n)
+    return chained(app, "bench.floor_step", [group.pk, request.pk, conversation.pk], n)
 
 
 def with_cpu(workers: list[Worker], run) -> tuple[list[float], float]:
@@ -189,6 +189,7 @@ def main() -> None:
             probe = PgProbe(DATABASE)
             try:
                 time.sleep(2.0)
+                bare_hops(app, 20)  # warm-up: the first tasks a worker runs pay its imports
                 hop, hop_cpu = with_cpu(started, lambda: bare_hops(app, args.hops))
                 floor, floor_cpu = with_cpu(started, lambda: floor_steps(app, args.hops))
                 cpu_rows.append((workers, hop_cpu / len(hop), floor_cpu / len(floor)))

@@ -160,7 +160,8 @@ class Worker:
         self.name = f"{name}{Worker._count}"
         cmd = [sys.executable, "-m", "celery", "--quiet", "-A", "config", "worker", f"--pool={pool}",
                f"--concurrency={concurrency}", f"--hostname={self.name}-{os.getpid()}@%h",
-               "--without-gossip", "--without-mingle", "--without-heartbeat", f"--loglevel={loglevel}"]
+               "--without-gossip", "--without-mingle", "--without-heartbeat", f"--loglevel={loglevel}",
+               "--include=bench.diagnostics"]
         self.log_path = log_path
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},

@@ -104,8 +104,6 @@ def advance_request(*, request_id: int, fence: int, attempt: int = 1, first_at: 
             if my_fence is None:
                 return "stale"
             room = _load_room(request_id, my_fence)
-            if room.group.pk != group_id:
-                raise ValueError(f"request {request_id} is not in group {group_id}")
             try:
                 return _step(room, attempt=attempt, first_at=first_at or time.time())
             except StaleStep:
@@ -128,7 +126,8 @@ def _claim(request_id: int, fence: int, group_id: int) -> int | None:
     re-enqueues the continuation, in case a crash lost it between commit and enqueue.
     """
     now = timezone.now()
-    live = GroupRequest.objects.filter(pk=request_id, state__in=STEPPABLE)
+    # Only under the lock of the request's own group: a wrong ``group_id`` claims nothing.
+    live = GroupRequest.objects.filter(pk=request_id, group_id=group_id, state__in=STEPPABLE)
     if live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
         return fence + 1
     if live.filter(fence=fence + 1, completed_fence__lt=fence + 1).update(fence=fence + 2, updated_at=now):
@@ -345,10 +344,12 @@ class _fenced:
         if current is None or current[0] != self.room.fence or current[1] not in STEPPABLE:
             self.atomic.__exit__(StaleStep, StaleStep(), None)
             raise StaleStep()
+        if self.room.outbox:  # a nested block would write the outer block's turns early
+            self.atomic.__exit__(None, None, None)
+            raise RuntimeError("turns were buffered outside a fenced block")
         request.state = current[1]
         for name, value in zip(_COUNTERS, current[2:], strict=True):
             setattr(request, name, value)
-        self.room.outbox = []
         return request
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool | None:
@@ -369,6 +370,8 @@ _COUNTERS = ("working_reserved", "synthesis_reserved", "maintenance_reserved")
 def _append(room: Room, *, speaker: Agent | None, content: list[dict], kind: str = Message.Kind.TURN,
             addressed: Agent | None = None, reply_to_call_id: str = "") -> None:
     """Add a turn to this step's outbox (caller is inside ``_fenced``); ``_flush`` writes it."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("a step's turns are appended inside a fenced block")
     room.outbox.append(Message(
         conversation_id=room.request.conversation_id,
         speaker_kind=Message.SpeakerKind.AGENT if speaker else Message.SpeakerKind.GARDEN,

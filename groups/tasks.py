@@ -62,30 +62,3 @@ def after_request(self, request_id: int) -> str:
         return request_after_finish(request_id=request_id)
     except LockContended as exc:
         raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc
-
-
-@shared_task(name="groups.diagnostic_floor_step", acks_late=True, ignore_result=True)
-def diagnostic_floor_step(group_id: int, request_id: int, conversation_id: int, remaining: int,
-                          key: str) -> None:
-    """Diagnostics: the least any step does — a Celery hop, the group lock, the request row
-    locked in a transaction with a ~500-byte turn appended — stamped in Redis, then the next.
-
-    bench/bench_loop.py reports the loop's overhead per call against this floor, measured on
-    the same machine in the same run (ARCHITECTURE.md: within twice this floor).
-    """
-    import time
-
-    from django.db import transaction
-
-    from garden.models import Message
-    from garden.services.conversations import message_append, text_block
-    from groups.locks import group_lock, redis_client
-    from groups.models import GroupRequest
-
-    with group_lock(group_id), transaction.atomic():
-        GroupRequest.objects.select_for_update().filter(pk=request_id).values_list("fence").first()
-        message_append(conversation_id=conversation_id, speaker_kind=Message.SpeakerKind.GARDEN,
-                       kind=Message.Kind.NOTICE, content=[text_block("x" * 480)], request_id=request_id)
-    redis_client().rpush(key, repr(time.time()))
-    if remaining > 1:
-        diagnostic_floor_step.delay(group_id, request_id, conversation_id, remaining - 1, key)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import http.cookiejar
 import json
 import os
 import ssl
@@ -105,18 +106,26 @@ _shared_lock = threading.Lock()
 
 def shared_client() -> httpx.Client:
     """The process's one ``httpx.Client`` for model calls. Its pool keeps connections to each
-    provider open between calls (up to 20 s idle), so a call does not pay a new TCP and TLS
-    handshake; it is safe to share between threads, and a forked child builds its own.
-    Connections are not capped: the calls in flight are already bounded by the worker's
-    threads."""
+    provider open between calls, so a call does not pay a new TCP and TLS handshake; it is
+    safe to share between threads, and a forked child builds its own.
+
+    - Idle connections are dropped after 4 s, before servers that close idle connections at
+      5 s (uvicorn, as under vLLM; Node) can close one just as a call is sent on it.
+    - It keeps no cookies: calls of different accounts and owners share it, and nothing one
+      provider answer sets may ride along with another's call.
+    - Connections are not capped: calls in flight are already bounded by the worker's threads.
+    """
     global _shared
     current = _shared
     if current is None or current[0] != os.getpid():
         with _shared_lock:
             if _shared is None or _shared[0] != os.getpid():
                 limits = httpx.Limits(max_connections=None, max_keepalive_connections=64,
-                                      keepalive_expiry=20.0)
-                _shared = (os.getpid(), httpx.Client(verify=_tls_context(), limits=limits))
+                                      keepalive_expiry=4.0)
+                no_cookies = http.cookiejar.CookieJar(
+                    http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+                _shared = (os.getpid(), httpx.Client(verify=_tls_context(), limits=limits,
+                                                     cookies=no_cookies))
             current = _shared
     return current[1]
 

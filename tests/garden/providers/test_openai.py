@@ -381,19 +381,23 @@ def test_slow_answer_is_a_timeout(server, make):
     assert len(server.requests) == 1
 
 
-def test_calls_reuse_one_connection_and_each_keeps_its_own_timeout():
+def test_calls_reuse_one_connection_carry_no_cookies_and_keep_their_own_timeout():
     """Each call builds a new adapter (as a step does); the process's shared client keeps the
-    connection to the provider open between them, so later calls skip the handshake."""
+    connection to the provider open between them, so later calls skip the handshake, and
+    keeps nothing an answer sets for the next call (which may be another owner's)."""
     server = ScriptedServer(keep_alive=True)
     try:
         def adapter(timeout: float) -> OpenAIProvider:
             return OpenAIProvider(AccountConfig(provider="openai", model="gpt-test", api_key=KEY,
                                                 base_url=f"{server.url}/v1", timeout=timeout))
 
+        server.reply(200, text_reply("one"), headers={"Set-Cookie": "edge=owner-a; Path=/"})
+        server.reply(200, text_reply("two"))
+        server.reply(200, text_reply("three"))
         for text in ("one", "two", "three"):
-            server.reply(200, text_reply(text))
             assert adapter(5.0).complete(HELLO).text == text
         assert len({r.peer for r in server.requests}) == 1
+        assert [r.headers.get("cookie") for r in server.requests] == [None, None, None]
         server.reply(200, text_reply(), delay=3.0)
         with pytest.raises(ProviderTimeout):
             adapter(0.3).complete(HELLO)
