@@ -203,7 +203,11 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden")},
+            # socket_timeout None: a consumer waits on a blocking pop (BZPOPMIN) while its room
+            # is quiet, and redis-py 8's default 5 s read timeout would tear every idle
+            # websocket down every 5 s (channels_redis#422).
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                       "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden")},
         }
     }
 else:
