@@ -25,6 +25,7 @@ def request_payload(request: GroupRequest) -> dict:
         "conversation": request.conversation_id,
         "source": request.source,
         "state": request.state,
+        "fence": request.fence,
         "budget": {
             "working_reserved": request.working_reserved, "working_limit": 11,
             "synthesis_reserved": request.synthesis_reserved, "synthesis_limit": 1,

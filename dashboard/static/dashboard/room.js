@@ -243,12 +243,22 @@
 
   // The indicator follows one request: the running one, else the latest one posted.
   const running = (r) => Boolean(r) && ACTIVE.has(r.state) && r.state !== "queued";
+  // A re-fetch answered before a live event arrived must not turn the indicator back: every
+  // step and every ending moves the request's fence forward, and a started request never
+  // becomes queued again.
+  function staler(a, b) {
+    if (a.fence !== undefined && b.fence !== undefined && a.fence !== b.fence) return a.fence < b.fence;
+    return a.state === "queued" && b.state !== "queued";
+  }
   function onRequest(given) {
     if (!given) return;
     // Events carry the counters flat; the API nests them under "budget".
     const request = { ...given, ...(given.budget || {}) };
     const current = room.request;
-    if (current && current.id === request.id) room.request = { ...current, ...request };
+    if (current && current.id === request.id) {
+      if (staler(request, current)) return;
+      room.request = { ...current, ...request };
+    }
     else if (!current || running(request) || (!running(current) && request.id > current.id)) room.request = request;
     else return;
     if (!ACTIVE.has(request.state)) refreshCanvas();
