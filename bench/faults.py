@@ -58,6 +58,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.support import (
+    CAPACITY_ENV,
     ROOT,
     Worker,
     _die_with_parent,
@@ -83,7 +84,8 @@ ASK = "Keep digging."
 def worker_env(database_url: str, redis_url: str) -> dict[str, str]:
     """Environment of every harness worker (and of the zygote that forks them)."""
     return {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "GARDEN_LOCK_TTL_SECONDS": str(LOCK_TTL),
-            "GARDEN_DB_POOL_MAX": "4", "GARDEN_LOG_LEVEL": "ERROR", "DJANGO_SETTINGS_MODULE": "config.settings"}
+            "GARDEN_DB_POOL_MAX": "4", "GARDEN_LOG_LEVEL": "ERROR", "DJANGO_SETTINGS_MODULE": "config.settings",
+            **CAPACITY_ENV}
 
 
 # --- worker processes -----------------------------------------------------------------------

@@ -23,12 +23,27 @@ def pg_base() -> str:
     return os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test").rsplit("/", 1)[0]
 
 
+# The benchmarks measure capacity, so one owner drives every group: the per-owner quotas are
+# lifted, and the simulated provider on loopback is allowed as an operator allows a local model.
+CAPACITY_ENV = {
+    "GARDEN_EGRESS_ALLOW_PROVIDERS": "127.0.0.1",
+    "GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER": "100000",
+    "GARDEN_MAX_QUEUED_PER_OWNER": "100000",
+    "GARDEN_MAX_QUEUED_PER_GROUP": "100000",
+    "GARDEN_MAX_GROUPS_PER_OWNER": "100000",
+    "GARDEN_MAX_AGENTS_PER_OWNER": "100000",
+    "GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER": "100000",
+}
+
+
 def use_services(*, database: str, redis_url: str, extra: dict[str, str] | None = None) -> None:
     """Point this process (and the workers it starts) at ``database`` and ``redis_url``."""
     os.environ["DATABASE_URL"] = f"{pg_base()}/{database}"
     os.environ["REDIS_URL"] = redis_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ.setdefault("GARDEN_LOG_LEVEL", "ERROR")
+    for name, value in CAPACITY_ENV.items():
+        os.environ.setdefault(name, value)
     os.environ.update(extra or {})
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))

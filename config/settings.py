@@ -252,7 +252,74 @@ GARDEN_RUNTIME_ROOT = Path(env.str("GARDEN_RUNTIME_ROOT", default=str(VAR_DIR / 
 GARDEN_NAME = env.str("GARDEN_NAME", default="garden")
 GARDEN_PROVIDER_RETRY_ATTEMPTS = env.int("GARDEN_PROVIDER_RETRY_ATTEMPTS", default=3)
 GARDEN_PROVIDER_RETRY_SECONDS = env.float("GARDEN_PROVIDER_RETRY_SECONDS", default=120.0)
+# http.fetch: the whole fetch (every redirect hop, the body) within this many seconds, and at
+# most this many bytes of body read.
 GARDEN_TOOL_HTTP_TIMEOUT = env.float("GARDEN_TOOL_HTTP_TIMEOUT", default=20.0)
+GARDEN_TOOL_HTTP_MAX_BYTES = env.int("GARDEN_TOOL_HTTP_MAX_BYTES", default=100_000)
+# A model's reply larger than this is refused unread (a provider's JSON is a few KB to a few MB).
+GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", default=8_000_000)
+
+# --- egress ---------------------------------------------------------------------------------
+# Outbound requests an owner can direct (a model account's base URL, http.fetch) never reach
+# loopback, private, link-local, unique-local, multicast or metadata addresses, except the
+# hosts and networks named here (comma-separated: "10.0.0.0/8,ollama.internal,*.corp.example").
+# GARDEN_EGRESS_ALLOW applies to both; GARDEN_EGRESS_ALLOW_PROVIDERS to model accounts only
+# (a local Ollama or vLLM), so tools cannot reach them.
+GARDEN_EGRESS_ALLOW = env.list("GARDEN_EGRESS_ALLOW", default=[])
+GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", default=[])
+
+
+
+# --- fair share: quotas and limits per owner --------------------------------------------------
+# Scripted accounts are a development and demo tool: ordinary users may create them only where
+# this is on (staff always may, in the admin).
+GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", default=not PRODUCTION)
+GARDEN_MAX_QUEUED_PER_GROUP = env.int("GARDEN_MAX_QUEUED_PER_GROUP", default=10)
+GARDEN_MAX_QUEUED_PER_OWNER = env.int("GARDEN_MAX_QUEUED_PER_OWNER", default=30)
+GARDEN_MAX_GROUPS_PER_OWNER = env.int("GARDEN_MAX_GROUPS_PER_OWNER", default=50)
+GARDEN_MAX_AGENTS_PER_OWNER = env.int("GARDEN_MAX_AGENTS_PER_OWNER", default=100)
+GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = env.int("GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER", default=20)
+GARDEN_MAX_MISSIONS_PER_OWNER = env.int("GARDEN_MAX_MISSIONS_PER_OWNER", default=20)
+GARDEN_MIN_MISSION_INTERVAL_SECONDS = env.int("GARDEN_MIN_MISSION_INTERVAL_SECONDS",
+                                              default=300 if PRODUCTION else 60)
+# Model calls one owner may have in flight across every worker (Redis-backed with REDIS_URL);
+# further steps of that owner wait, re-checking every GARDEN_CALL_SLOT_RETRY_SECONDS, while
+# other owners' steps run.
+GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = env.int("GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER", default=4)
+GARDEN_CALL_SLOT_RETRY_SECONDS = env.float("GARDEN_CALL_SLOT_RETRY_SECONDS", default=1.0)
+
+# --- model-account keys ---------------------------------------------------------------------
+# The operator's named credentials (JSON): which key, for which provider and base URL, for whom.
+#   {"openai": {"provider": "openai", "env": "OPENAI_API_KEY", "users": "*"},
+#    "team-claude": {"provider": "anthropic", "file": "/run/secrets/anthropic",
+#                    "groups": ["research"]}}
+# An account using one sends its key only to the credential's base_url (default: the
+# provider's public API). Owners never name an environment variable.
+GARDEN_CREDENTIALS = env.json("GARDEN_CREDENTIALS", default={})
+# Fernet keys (comma-separated, `python -c "from cryptography.fernet import Fernet;
+# print(Fernet.generate_key().decode())"`) for the keys owners paste: the first encrypts,
+# all decrypt; put a new key first and run `manage.py rotate_api_keys` to rotate. Unset in
+# development, a key derived from SECRET_KEY is used; unset in production, pasting is refused.
+GARDEN_FERNET_KEYS = env.list("GARDEN_FERNET_KEYS", default=[])
+
+
+def _check_egress_and_keys() -> None:
+    from cryptography.fernet import Fernet
+
+    from garden.credentials import parse_credentials
+    from garden.egress import parse_allowlist
+
+    checks = [("GARDEN_EGRESS_ALLOW", parse_allowlist), ("GARDEN_EGRESS_ALLOW_PROVIDERS", parse_allowlist),
+              ("GARDEN_CREDENTIALS", parse_credentials),
+              ("GARDEN_FERNET_KEYS", lambda keys: [Fernet(k.encode()) for k in keys])]
+    for name, check in checks:
+        try:
+            check(globals()[name])
+        except (ValueError, TypeError) as exc:
+            raise ImproperlyConfigured(f"{name}: {exc}") from exc
+
+
+_check_egress_and_keys()
 
 LOGGING = {
     "version": 1,

@@ -1,15 +1,68 @@
 """Django admin for garden's core rows, for staff."""
 
+from django import forms
 from django.contrib import admin
 
 from garden.models import Agent, Artifact, Conversation, Message, ModelAccount
+from garden.selectors import account_key_status
+from garden.services.agents import AccountError, model_account_check
+
+
+class ModelAccountForm(forms.ModelForm):
+    """The account under the same checks as the API; the key is write-only: typed in, never
+    shown again (the field is always empty on the page)."""
+
+    api_key = forms.CharField(
+        required=False, strip=True, max_length=4096,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Paste a key to store it encrypted; leave empty to keep the current one.",
+    )
+    clear_api_key = forms.BooleanField(required=False, help_text="Forget the stored key.")
+
+    class Meta:
+        model = ModelAccount
+        fields = ["owner", "name", "provider", "model", "base_url", "credential",
+                  "timeout_seconds", "options"]
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            self.checked = model_account_check(
+                owner=data["owner"], provider=data["provider"], model=data.get("model", ""),
+                base_url=data.get("base_url", ""), credential=data.get("credential", ""),
+                api_key=data.get("api_key") or None, clear_api_key=data.get("clear_api_key", False),
+                options=data.get("options") or {}, timeout_seconds=data["timeout_seconds"],
+                staff=True, account=self.instance if self.instance.pk else None,
+            )
+        except AccountError as exc:
+            self.add_error(exc.field if exc.field in self.fields else None, exc.message)
+        return data
+
+    def save(self, commit=True):
+        account = super().save(commit=False)
+        account.api_key_encrypted = self.checked.api_key_encrypted
+        account.legacy_secret_ref = self.checked.legacy_secret_ref
+        if commit:
+            account.save()
+        return account
 
 
 @admin.register(ModelAccount)
 class ModelAccountAdmin(admin.ModelAdmin):
-    list_display = ["name", "owner", "provider", "model", "base_url", "secret_ref"]
+    form = ModelAccountForm
+    list_display = ["name", "owner", "provider", "model", "base_url", "key"]
     list_filter = ["provider"]
     search_fields = ["name", "model", "owner__username"]
+    readonly_fields = ["key"]
+
+    @admin.display(description="Key")
+    def key(self, account: ModelAccount) -> str:
+        if account.pk is None:
+            return "—"
+        status = account_key_status(account)
+        return status["label"] if status["usable"] else f"{status['label']}: {status['problem']}"
 
 
 @admin.register(Agent)

@@ -8,10 +8,9 @@ from django.db.models import Q
 
 
 class ModelAccount(models.Model):
-    """How an agent reaches its model. The API key itself is never stored here.
-
-    ``secret_ref`` names where the key lives (``env:OPENAI_API_KEY``); it is resolved at call
-    time by the worker and never returned by the API.
+    """How an agent reaches its model, and where its key comes from (garden/credentials.py):
+    one of the operator's named ``credential``s, or a key the owner pasted, kept only
+    encrypted (``api_key_encrypted``) and never returned.
     """
 
     class Provider(models.TextChoices):
@@ -26,8 +25,16 @@ class ModelAccount(models.Model):
     provider = models.CharField(max_length=20, choices=Provider.choices)
     model = models.CharField(max_length=200, blank=True)
     base_url = models.URLField(max_length=500, blank=True)
-    secret_ref = models.CharField(
-        max_length=200, blank=True, help_text="Where the key lives, e.g. env:OPENAI_API_KEY."
+    credential = models.CharField(
+        max_length=100, blank=True, help_text="One of the operator's named credentials."
+    )
+    api_key_encrypted = models.TextField(
+        blank=True, editable=False, help_text="A key the owner pasted, Fernet-encrypted."
+    )
+    legacy_secret_ref = models.CharField(
+        max_length=200, blank=True, editable=False,
+        help_text="An env:NAME reference from before operator credentials; it works only "
+        "while one of the operator's credentials reads that variable for this owner.",
     )
     timeout_seconds = models.FloatField(default=60.0)
     options = models.JSONField(

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import os
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
+from django.utils.functional import SimpleLazyObject
 
+from garden import credentials
 from garden.models import Agent, Conversation, Message, ModelAccount
-from garden.providers.types import AccountConfig, ProviderConfigError
+from garden.providers.types import AccountConfig, CredentialError
 
 
 def agent_list(*, owner: AbstractBaseUser, include_removed: bool = False) -> QuerySet[Agent]:
@@ -37,23 +39,65 @@ def message_list(*, conversation_id: int, after_seq: int = 0, limit: int = 200) 
     )
 
 
-def account_config(account: ModelAccount) -> AccountConfig:
-    """The adapter configuration of ``account``, with its secret resolved now, in the worker.
+def _account_key(account: ModelAccount) -> tuple[str, str]:
+    """The key ``account`` sends and the base URL it may send it to ("" = the account's own).
+    Raises CredentialError naming why it cannot be used."""
+    # The owner row is read only when a credential is granted to some users, not to all.
+    owner = SimpleLazyObject(lambda: account.owner)
+    if account.credential:
+        credential = credentials.credential_check(
+            user=owner, name=account.credential, provider=account.provider,
+            base_url=account.base_url)
+        return credential.secret(), credential.base_url
+    if account.api_key_encrypted:
+        return credentials.api_key_decrypt(account.api_key_encrypted), ""
+    if account.legacy_secret_ref:
+        credential = credentials.legacy_credential(user=owner,
+                                                   ref=account.legacy_secret_ref)
+        if account.base_url and account.base_url.rstrip("/") != credential.base_url:
+            raise CredentialError(
+                "CREDENTIAL_BASE_URL_MISMATCH",
+                f"The key reference {account.legacy_secret_ref!r} may only be sent to "
+                f"{credential.base_url}; clear this account's base URL or paste a key.")
+        return credential.secret(), credential.base_url
+    return "", ""
 
-    ``secret_ref`` of the form ``env:NAME`` reads the environment variable NAME.
-    """
-    api_key = ""
-    if account.secret_ref:
-        scheme, _, name = account.secret_ref.partition(":")
-        if scheme != "env" or not name:
-            raise ProviderConfigError(f"unsupported secret reference {account.secret_ref!r}")
-        api_key = os.environ.get(name, "")
-        if not api_key:
-            raise ProviderConfigError(f"the secret {name} is not set in the worker's environment")
+
+def account_config(account: ModelAccount) -> AccountConfig:
+    """The adapter configuration of ``account``, with its key resolved now, in the worker.
+    Raises CredentialError (a ProviderConfigError: nothing is sent) when the key cannot be
+    used."""
+    api_key, bound_url = ("", "") if account.provider == ModelAccount.Provider.SCRIPTED \
+        else _account_key(account)
     # GARDEN_MODEL_CALL_TIMEOUT caps every account: the step's time limits and lock TTL are
     # derived from it, and an account may ask for up to 600 s.
     timeout = min(account.timeout_seconds, settings.GARDEN_MODEL_CALL_TIMEOUT)
     return AccountConfig(
-        provider=account.provider, model=account.model, base_url=account.base_url,
-        api_key=api_key, timeout=timeout, options=account.options or {},
+        provider=account.provider, model=account.model,
+        base_url=bound_url or account.base_url, api_key=api_key, timeout=timeout,
+        options=account.options or {},
     )
+
+
+def account_key_status(account: ModelAccount) -> dict[str, Any]:
+    """Where ``account``'s key comes from and whether it can be used now, without the key:
+    ``{"source", "credential", "usable", "code", "problem", "label"}``."""
+    if account.provider == ModelAccount.Provider.SCRIPTED:
+        source, label = "none", "no key (scripted)"
+    elif account.credential:
+        source, label = "operator", f"operator credential {account.credential!r}"
+    elif account.api_key_encrypted:
+        source, label = "own", "your key (stored encrypted)"
+    elif account.legacy_secret_ref:
+        source, label = "legacy", f"legacy reference {account.legacy_secret_ref}"
+    else:
+        source, label = "none", "no key"
+    code = problem = ""
+    if account.provider != ModelAccount.Provider.SCRIPTED:
+        try:
+            key, _ = _account_key(account)
+            del key
+        except CredentialError as exc:
+            code, problem = exc.code, str(exc)
+    return {"source": source, "credential": account.credential or None, "usable": not code,
+            "code": code or None, "problem": problem or None, "label": label}

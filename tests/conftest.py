@@ -50,6 +50,13 @@ def pytest_report_header(config) -> list[str]:
 
 
 @pytest.fixture
+def loopback_providers(settings):
+    """Let model accounts reach this test's local HTTP servers on 127.0.0.1, the way an
+    operator allows a local Ollama (GARDEN_EGRESS_ALLOW_PROVIDERS); tools stay refused."""
+    settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
+
+
+@pytest.fixture
 def owner(django_user_model):
     return django_user_model.objects.create_user(username="owner", password="pw-owner-123")
 

@@ -8,6 +8,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from garden.errors import ServiceError
+
 
 class ApiError(exceptions.APIException):
     """A named refusal raised by a view: HTTP status, a code, and the field it concerns."""
@@ -36,6 +38,8 @@ def _flatten(details: Any, prefix: str = "") -> list[dict[str, str]]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, ServiceError):
+        exc = ApiError(exc.code, exc.message, field=exc.field, status_code=exc.status)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

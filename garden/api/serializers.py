@@ -2,35 +2,83 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from garden.models import Agent, Conversation, ModelAccount
+from garden.selectors import account_key_status
+
+
+class AccountKeyOutput(serializers.Serializer):
+    """Where the account's key comes from and whether it works now; never the key."""
+
+    source = serializers.ChoiceField(choices=["operator", "own", "legacy", "none"])
+    credential = serializers.CharField(allow_null=True)
+    usable = serializers.BooleanField()
+    code = serializers.CharField(allow_null=True)
+    problem = serializers.CharField(allow_null=True)
+    label = serializers.CharField()
 
 
 class ModelAccountOutput(serializers.ModelSerializer):
+    # The key is write-only: only where it comes from is shown.
+    key = serializers.SerializerMethodField()
+    has_api_key = serializers.SerializerMethodField()
+
     class Meta:
         model = ModelAccount
-        # The key never leaves the worker; only where it lives is shown.
-        fields = ["id", "name", "provider", "model", "base_url", "secret_ref", "timeout_seconds",
-                  "created_at"]
+        fields = ["id", "name", "provider", "model", "base_url", "credential", "has_api_key", "key",
+                  "timeout_seconds", "options", "created_at"]
+
+    @extend_schema_field(AccountKeyOutput)
+    def get_key(self, account: ModelAccount) -> dict:
+        return account_key_status(account)
+
+    def get_has_api_key(self, account: ModelAccount) -> bool:
+        return bool(account.api_key_encrypted)
 
 
-class ModelAccountInput(serializers.Serializer):
+class _NoSecretRef(serializers.Serializer):
+    secret_ref = serializers.CharField(
+        required=False, write_only=True, allow_blank=True,
+        help_text="No longer accepted: an owner never names an environment variable.")
+
+    def validate_secret_ref(self, value: str) -> str:
+        raise serializers.ValidationError(
+            "secret_ref is no longer accepted: choose one of the operator's credentials "
+            "(credential) or paste a key (api_key).", code="SECRET_REF_NOT_ACCEPTED")
+
+
+class ModelAccountInput(_NoSecretRef):
     name = serializers.CharField(max_length=100)
     provider = serializers.ChoiceField(choices=ModelAccount.Provider.choices)
     model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     base_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
-    secret_ref = serializers.RegexField(
-        r"^(env:[A-Za-z_][A-Za-z0-9_]*)?$", max_length=200, required=False, allow_blank=True,
-        default="", error_messages={"invalid": "Use env:VARIABLE_NAME; never the key itself."},
-    )
+    credential = serializers.CharField(max_length=100, required=False, allow_blank=True, default="",
+                                       help_text="One of GET /api/credentials.")
+    api_key = serializers.CharField(max_length=4096, required=False, write_only=True,
+                                    help_text="Your own key: stored encrypted, never returned.")
     timeout_seconds = serializers.FloatField(min_value=1, max_value=600, required=False, default=60.0)
     options = serializers.DictField(required=False, default=dict)
 
-    def validate(self, data):
-        if data["provider"] != ModelAccount.Provider.SCRIPTED and not data.get("model"):
-            raise serializers.ValidationError({"model": "A model name is required."}, code="required")
-        return data
+
+class ModelAccountChangeInput(_NoSecretRef):
+    """Every part optional; ``api_key`` replaces the stored key, ``clear_api_key`` forgets it."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    model = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    base_url = serializers.URLField(max_length=500, required=False, allow_blank=True)
+    credential = serializers.CharField(max_length=100, required=False, allow_blank=True)
+    api_key = serializers.CharField(max_length=4096, required=False, write_only=True)
+    clear_api_key = serializers.BooleanField(required=False, default=False)
+    timeout_seconds = serializers.FloatField(min_value=1, max_value=600, required=False)
+    options = serializers.DictField(required=False)
+
+
+class CredentialOutput(serializers.Serializer):
+    name = serializers.CharField()
+    provider = serializers.CharField()
+    base_url = serializers.CharField()
 
 
 class AgentOutput(serializers.ModelSerializer):

@@ -4,6 +4,9 @@ from . import views
 
 urlpatterns = [
     path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
+    path("model-accounts/<int:account_id>", views.ModelAccountDetailApi.as_view(),
+         name="model-account"),
+    path("credentials", views.CredentialListApi.as_view(), name="credentials"),
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
     path("conversations/<int:conversation_id>/messages", views.ConversationMessagesApi.as_view(),

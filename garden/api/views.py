@@ -16,12 +16,20 @@ from garden.api.serializers import (
     AgentOutput,
     ConversationInput,
     ConversationOutput,
+    CredentialOutput,
     MessageInput,
+    ModelAccountChangeInput,
     ModelAccountInput,
     ModelAccountOutput,
 )
+from garden.credentials import credentials_for
 from garden.models import Agent
-from garden.services.agents import agent_create, model_account_create
+from garden.services.agents import (
+    agent_create,
+    model_account_create,
+    model_account_delete,
+    model_account_update,
+)
 from garden.services.chat import ChatError, conversation_post_owner_message
 from garden.services.conversations import conversation_create, message_payload
 
@@ -42,6 +50,40 @@ class ModelAccountListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         account = model_account_create(owner=request.user, **data.validated_data)
         return Response(ModelAccountOutput(account).data, status=status.HTTP_201_CREATED)
+
+
+class ModelAccountDetailApi(APIView):
+    def _account(self, request: Request, account_id: int):
+        account = selectors.model_account_list(owner=request.user).filter(pk=account_id).first()
+        if account is None:
+            raise not_found("model account")
+        return account
+
+    @extend_schema(responses=ModelAccountOutput)
+    def get(self, request: Request, account_id: int) -> Response:
+        return Response(ModelAccountOutput(self._account(request, account_id)).data)
+
+    @extend_schema(request=ModelAccountChangeInput, responses=ModelAccountOutput,
+                   description="Change what is given. api_key replaces the stored key (write-only); "
+                   "credential switches to one of the operator's credentials.")
+    def patch(self, request: Request, account_id: int) -> Response:
+        account = self._account(request, account_id)
+        data = ModelAccountChangeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        account = model_account_update(account=account, **data.validated_data)
+        return Response(ModelAccountOutput(account).data)
+
+    @extend_schema(request=None, responses={204: None})
+    def delete(self, request: Request, account_id: int) -> Response:
+        model_account_delete(account=self._account(request, account_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CredentialListApi(APIView):
+    @extend_schema(responses=CredentialOutput(many=True),
+                   description="The operator's named credentials you may use (never their keys).")
+    def get(self, request: Request) -> Response:
+        return Response(CredentialOutput(credentials_for(request.user), many=True).data)
 
 
 class AgentListCreateApi(APIView):

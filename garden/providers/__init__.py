@@ -10,6 +10,8 @@ from .types import (
     ChatReply,
     ChatRequest,
     ConfirmedRejection,
+    CredentialError,
+    EgressRefusedError,
     MalformedReply,
     ProviderConfigError,
     ProviderConnectionLost,
@@ -25,7 +27,8 @@ from .types import (
 
 __all__ = [
     "AccountConfig", "AmbiguousFailure", "ArtifactRef", "Block", "ChatMessage", "ChatReply",
-    "ChatRequest", "ConfirmedRejection", "MalformedReply", "Provider", "ProviderConfigError",
+    "ChatRequest", "ConfirmedRejection", "CredentialError", "EgressRefusedError",
+    "MalformedReply", "Provider", "ProviderConfigError",
     "ProviderConnectionLost", "ProviderError", "ProviderServerError", "ProviderTimeout",
     "TextBlock", "ToolCall", "ToolResult", "ToolSpec", "Usage", "get_provider",
 ]

@@ -10,14 +10,15 @@ import email.utils
 import functools
 import http.cookiejar
 import json
-import os
 import ssl
-import threading
 import time
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
 import httpx
+from django.conf import settings
+
+from garden import egress
 
 from .types import (
     AccountConfig,
@@ -26,9 +27,11 @@ from .types import (
     ChatReply,
     ChatRequest,
     ConfirmedRejection,
+    EgressRefusedError,
     MalformedReply,
     ProviderConfigError,
     ProviderConnectionLost,
+    ProviderError,
     ProviderServerError,
     ProviderTimeout,
     ToolSpec,
@@ -61,13 +64,17 @@ class HttpProvider:
             raise ProviderConfigError(f"{self.name} account has no model")
         self.config = config
         self.base_url = (config.base_url or self.default_base_url).rstrip("/")
-        self.timeout = httpx.Timeout(config.timeout)
+        self.timeout = config.timeout
 
     def complete(self, request: ChatRequest) -> ChatReply:
         names = ToolNames(request.tools)
         body = self._body(request, names)
-        data = post_json(shared_client(), self._url(), self._headers(), body, provider=self.name,
-                         timeout=self.timeout)
+        try:
+            data = post_json(shared_client(), self._url(), self._headers(), body,
+                             provider=self.name, timeout=self.timeout)
+        except ProviderError as exc:
+            redact(exc, self.config.api_key)
+            raise
         return self._parse(data, names)
 
     def close(self) -> None:
@@ -100,34 +107,26 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-_shared: tuple[int, httpx.Client] | None = None
-_shared_lock = threading.Lock()
-
-
 def shared_client() -> httpx.Client:
-    """The process's one ``httpx.Client`` for model calls. Its pool keeps connections to each
-    provider open between calls, so a call does not pay a new TCP and TLS handshake; it is
-    safe to share between threads, and a forked child builds its own.
+    """The process's one ``httpx.Client`` for model calls, built on the egress policy (a
+    base URL at a loopback, private or metadata address is refused unless the operator allows
+    it). Its pool keeps connections to each provider open between calls, so a call does not
+    pay a new TCP and TLS handshake; it is safe to share between threads, and a forked child
+    builds its own.
 
     - Idle connections are dropped after 4 s, before servers that close idle connections at
       5 s (uvicorn, as under vLLM; Node) can close one just as a call is sent on it.
     - It keeps no cookies: calls of different accounts and owners share it, and nothing one
       provider answer sets may ride along with another's call.
-    - Connections are not capped: calls in flight are already bounded by the worker's threads.
+    - It never follows redirects: a provider answers where it was asked.
     """
-    global _shared
-    current = _shared
-    if current is None or current[0] != os.getpid():
-        with _shared_lock:
-            if _shared is None or _shared[0] != os.getpid():
-                limits = httpx.Limits(max_connections=None, max_keepalive_connections=64,
-                                      keepalive_expiry=4.0)
-                no_cookies = http.cookiejar.CookieJar(
-                    http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-                _shared = (os.getpid(), httpx.Client(verify=_tls_context(), limits=limits,
-                                                     cookies=no_cookies))
-            current = _shared
-    return current[1]
+    def build() -> httpx.Client:
+        no_cookies = http.cookiejar.CookieJar(
+            http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+        return egress.build_client("provider", verify=_tls_context(), keepalive_expiry=4.0,
+                                   cookies=no_cookies)
+
+    return egress.shared("provider", build)
 
 
 def post_json(
@@ -137,27 +136,40 @@ def post_json(
     body: dict[str, Any],
     *,
     provider: str,
-    timeout: httpx.Timeout,
+    timeout: float,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError."""
+    """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError.
+
+    ``timeout`` bounds the whole call (connect, send, wait, read), not each phase; the reply
+    is read up to ``max_bytes`` (GARDEN_PROVIDER_MAX_REPLY_BYTES).
+    """
+    cap = max_bytes if max_bytes is not None else settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
     try:
-        response = client.post(url, headers=headers, json=body, timeout=timeout)
+        with egress.deadline(timeout), client.stream(
+            "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
+        ) as response:
+            raw, clipped = egress.read_capped(response, cap)
+    except egress.EgressRefused as exc:
+        raise EgressRefusedError(f"{provider}: {exc.message}") from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise ProviderConfigError(f"{provider}: unusable base URL {url!r}: {exc}") from exc
     except httpx.HTTPError as exc:
         raise classify_exception(exc, provider) from exc
-    check_status(response, provider)
+    status = response.status_code
+    if clipped:
+        raise MalformedReply(f"{provider}: HTTP {status} reply is larger than {cap} bytes",
+                             status=status)
+    check_status(status, response.headers, raw, provider)
     try:
-        data = response.json()
+        data = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise MalformedReply(
-            f"{provider}: HTTP {response.status_code} body is not JSON: {_snippet(response)}",
-            status=response.status_code,
+            f"{provider}: HTTP {status} body is not JSON: {_snippet(raw)}", status=status,
         ) from exc
     if not isinstance(data, dict):
         raise MalformedReply(
-            f"{provider}: reply is JSON {type(data).__name__}, expected an object",
-            status=response.status_code,
+            f"{provider}: reply is JSON {type(data).__name__}, expected an object", status=status,
         )
     return data
 
@@ -175,16 +187,13 @@ def classify_exception(exc: httpx.HTTPError, provider: str) -> Exception:
     return AmbiguousFailure(f"{provider}: transport failure: {exc!r}")
 
 
-def check_status(response: httpx.Response, provider: str) -> None:
+def check_status(status: int, headers: httpx.Headers, body: bytes, provider: str) -> None:
     """Raise the ProviderError for a non-2xx response; return quietly for a 2xx."""
-    status = response.status_code
     if 200 <= status < 300:
         return
-    message = f"{provider}: HTTP {status}: {_snippet(response)}"
+    message = f"{provider}: HTTP {status}: {_snippet(body)}"
     if status == 429:
-        raise ConfirmedRejection(
-            message, status=status, retry_after=parse_retry_after(response.headers)
-        )
+        raise ConfirmedRejection(message, status=status, retry_after=parse_retry_after(headers))
     if status in REJECTION_STATUSES:
         raise ConfirmedRejection(message, status=status)
     if status >= 500:
@@ -219,8 +228,15 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
     return max(0.0, when.timestamp() - current)
 
 
-def _snippet(response: httpx.Response) -> str:
-    text = response.text.strip().replace("\n", " ")
+def redact(exc: BaseException, secret: str) -> None:
+    """Blank ``secret`` out of ``exc``'s message in place: an error body that echoes the key
+    must not carry it into logs, notices or the account test."""
+    if secret and any(secret in str(arg) for arg in exc.args):
+        exc.args = tuple(str(arg).replace(secret, "[redacted]") for arg in exc.args)
+
+
+def _snippet(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace").strip().replace("\n", " ")
     return text[:_ERROR_SNIPPET] or "<empty body>"
 
 

@@ -1,28 +1,34 @@
 """The scripted provider: offline and deterministic, configured per account with rules.
 
-``options`` of a scripted account::
+``options`` of a scripted account (checked against ``OPTIONS_SCHEMA``)::
 
     {"rules": [
-        {"when": "spending|budget",          # regex on the last user-side text (optional)
+        {"when": "spending|budget",          # phrases separated by |, matched as plain text,
+                                             # case-insensitively, in the last user-side text
          "after_tool_result": false,         # match only when the last message holds results
          "turn": 0,                          # match only at this count of assistant messages
          "reply": {"text": "...", "tool_calls": [{"name": "group.ask", "arguments": {...}}]}},
         {"error": "rejected" | "ambiguous" | "timeout" | "malformed"}
      ],
      "default": "Understood.",
-     "delay": 0.0}
+     "delay": 0.0}                           # seconds, at most the account's timeout
 
 The first matching rule answers. The same request always gets the same reply, including tool
-call ids, so a redelivered step sees what the first delivery saw.
+call ids, so a redelivered step sees what the first delivery saw. Scripted accounts are a
+development and demo tool: ``when`` is never a regular expression (an owner's pattern must
+not be able to backtrack for minutes in a shared worker), and a ``delay`` longer than the
+timeout ends as a timeout, like a slow real provider.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
+from functools import cache
 from typing import Any
+
+import jsonschema
 
 from .types import (
     AccountConfig,
@@ -46,16 +52,68 @@ _ERRORS = {
 }
 
 
+_TEXT = {"type": "string", "maxLength": 20_000}
+_REPLY = {"oneOf": [_TEXT, {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "text": _TEXT,
+        "tool_calls": {"type": "array", "maxItems": 10, "items": {
+            "type": "object", "additionalProperties": False, "required": ["name"],
+            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 80},
+                           "arguments": {"type": "object", "maxProperties": 50}}}},
+    },
+}]}
+OPTIONS_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "rules": {"type": "array", "maxItems": 100, "items": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "when": {"type": "string", "maxLength": 500},
+                "after_tool_result": {"type": "boolean"},
+                "turn": {"type": "integer", "minimum": 0, "maximum": 1000},
+                "reply": _REPLY,
+                "error": {"enum": sorted(_ERRORS)},
+            },
+        }},
+        "default": _TEXT,
+        "delay": {"type": "number", "minimum": 0, "maximum": 600},
+    },
+}
+
+
+@cache
+def _options_validator() -> Any:
+    cls = jsonschema.validators.validator_for(OPTIONS_SCHEMA)
+    cls.check_schema(OPTIONS_SCHEMA)
+    return cls(OPTIONS_SCHEMA)
+
+
+def options_problem(options: Any) -> str | None:
+    """The first way ``options`` break the scripted schema, as ``path: message``; or None."""
+    error = jsonschema.exceptions.best_match(_options_validator().iter_errors(options))
+    if error is None:
+        return None
+    path = "/".join(str(p) for p in error.absolute_path) or "options"
+    return f"{path}: {error.message[:200]}"
+
+
 class ScriptedProvider:
     def __init__(self, config: AccountConfig) -> None:
         self.options = config.options or {}
-        rules = self.options.get("rules", [])
-        if not isinstance(rules, list):
-            raise ProviderConfigError("scripted options.rules must be a list")
-        self.rules: list[dict[str, Any]] = rules
+        problem = options_problem(self.options)
+        if problem:
+            raise ProviderConfigError(f"scripted options are invalid: {problem}")
+        self.rules: list[dict[str, Any]] = self.options.get("rules", [])
+        self.timeout = config.timeout
 
     def complete(self, request: ChatRequest) -> ChatReply:
         delay = float(self.options.get("delay", 0) or 0)
+        if delay >= self.timeout:
+            # A real provider this slow would time out; so does the script, at the timeout.
+            time.sleep(self.timeout)
+            raise ProviderTimeout(f"scripted delay {delay:g} s exceeds the timeout {self.timeout:g} s")
         if delay:
             time.sleep(delay)
         last = request.messages[-1] if request.messages else None
@@ -74,8 +132,15 @@ class ScriptedProvider:
         return ChatReply(content=(TextBlock(self.options.get("default", "Understood.")),))
 
 
+def phrases_match(when: str, text: str) -> bool:
+    """``when`` is phrases separated by ``|``; any of them found in ``text``, ignoring case.
+    Linear in the text: no pattern an owner writes can make it backtrack."""
+    folded = text.casefold()
+    return any(p and p in folded for p in (part.strip().casefold() for part in when.split("|")))
+
+
 def _matches(rule: dict[str, Any], last_text: str, after_results: bool, turns: int) -> bool:
-    if "when" in rule and not re.search(rule["when"], last_text, re.IGNORECASE | re.DOTALL):
+    if "when" in rule and not phrases_match(rule["when"], last_text):
         return False
     if "after_tool_result" in rule and bool(rule["after_tool_result"]) != after_results:
         return False

@@ -175,3 +175,18 @@ class ProviderConfigError(ProviderError):
     """The account is unusable (unknown provider, missing model). Nothing was sent."""
 
     code = "PROVIDER_CONFIG"
+
+
+class EgressRefusedError(ProviderConfigError):
+    """The account's base URL is an address the egress policy refuses. Nothing was sent."""
+
+    code = "EGRESS_REFUSED"
+
+
+class CredentialError(ProviderConfigError):
+    """The account's key cannot be used: not granted, not configured, or unreadable. Nothing
+    was sent. ``code`` names which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -2,12 +2,100 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from garden import credentials, egress
+from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
+from garden.providers.scripted import options_problem
+from garden.providers.types import CredentialError
+
+MAX_OPTIONS_BYTES = 65_536
+
+
+class AccountError(ServiceError):
+    """A model account write refused by name; nothing was written."""
+
+
+@dataclass(frozen=True)
+class CheckedAccount:
+    """What a model account write stores for its key, once every rule passed."""
+
+    credential: str
+    api_key_encrypted: str
+    legacy_secret_ref: str
+
+
+def model_account_check(
+    *,
+    owner: AbstractBaseUser,
+    provider: str,
+    model: str = "",
+    base_url: str = "",
+    credential: str = "",
+    api_key: str | None = None,
+    clear_api_key: bool = False,
+    options: dict[str, Any] | None = None,
+    timeout_seconds: float = 60.0,
+    staff: bool = False,
+    account: ModelAccount | None = None,
+) -> CheckedAccount:
+    """Check a model account as it would be stored (``account`` when changing one); raise
+    AccountError naming the field. ``api_key`` None keeps the stored key; a credential and a
+    pasted key exclude each other, and either replaces a legacy ``env:`` reference."""
+    if provider not in ModelAccount.Provider.values:
+        raise AccountError("invalid_choice", f"Unknown provider {provider!r}.", field="provider")
+    options = options or {}
+    if len(json.dumps(options)) > MAX_OPTIONS_BYTES:
+        raise AccountError("OPTIONS_TOO_LARGE", f"options must be at most {MAX_OPTIONS_BYTES:,} "
+                           "bytes of JSON.", field="options")
+    if provider == ModelAccount.Provider.SCRIPTED:
+        if not (staff or settings.GARDEN_ALLOW_SCRIPTED_ACCOUNTS):
+            raise AccountError("SCRIPTED_NOT_ALLOWED", "Scripted accounts are a development tool "
+                               "this site does not offer; use a model provider.", field="provider")
+        problem = options_problem(options)
+        if problem:
+            raise AccountError("INVALID_SCRIPT", f"The script is invalid: {problem}.",
+                               field="options")
+        limit = min(timeout_seconds, settings.GARDEN_MODEL_CALL_TIMEOUT)
+        if float(options.get("delay", 0) or 0) >= limit:
+            raise AccountError("SCRIPT_DELAY_TOO_LONG", f"delay must be shorter than the "
+                               f"account's timeout ({limit:g} s).", field="options")
+        if credential or api_key or base_url:
+            raise AccountError("NO_KEY_FOR_SCRIPTED", "A scripted account has no base URL or key.",
+                               field="credential" if credential else "api_key" if api_key else "base_url")
+        return CheckedAccount(credential="", api_key_encrypted="", legacy_secret_ref="")
+    if not model:
+        raise AccountError("required", "A model name is required.", field="model")
+    if base_url:
+        try:
+            egress.check_url(base_url, "provider")
+        except egress.EgressRefused as exc:
+            raise AccountError(exc.code, f"base_url: {exc.message}", field="base_url") from exc
+    if credential and api_key:
+        raise AccountError("ONE_KEY_SOURCE", "Give a credential or a key, not both.",
+                           field="api_key")
+    try:
+        if credential:
+            credentials.credential_check(user=owner, name=credential, provider=provider,
+                                         base_url=base_url)
+            return CheckedAccount(credential=credential, api_key_encrypted="", legacy_secret_ref="")
+        if api_key:
+            return CheckedAccount(credential="", legacy_secret_ref="",
+                                  api_key_encrypted=credentials.api_key_encrypt(api_key))
+    except CredentialError as exc:
+        raise AccountError(exc.code, str(exc), field="credential" if credential else "api_key") from exc
+    kept = account if account is not None and not clear_api_key else None
+    return CheckedAccount(
+        credential="", api_key_encrypted=kept.api_key_encrypted if kept else "",
+        legacy_secret_ref=kept.legacy_secret_ref if kept else "",
+    )
 
 SCRIPTED_ACCOUNT_NAME = "Scripted (offline)"
 MAKER_TOOLS = ["platform.update_group", "platform.archive_group"]
@@ -40,17 +128,79 @@ def model_account_create(
     provider: str,
     model: str = "",
     base_url: str = "",
-    secret_ref: str = "",
+    credential: str = "",
+    api_key: str | None = None,
     timeout_seconds: float = 60.0,
     options: dict[str, Any] | None = None,
+    staff: bool = False,
 ) -> ModelAccount:
+    """Create an account under ``model_account_check``'s rules and the owner's account quota."""
+    checked = model_account_check(
+        owner=owner, provider=provider, model=model, base_url=base_url, credential=credential,
+        api_key=api_key, options=options, timeout_seconds=timeout_seconds, staff=staff,
+    )
+    limit = settings.GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER
+    if ModelAccount.objects.filter(owner=owner).count() >= limit:
+        raise QuotaExceeded("ACCOUNT_LIMIT", f"You have {limit} model accounts, the limit on "
+                            "this site; delete one first.")
     account = ModelAccount(
         owner=owner, name=name, provider=provider, model=model, base_url=base_url,
-        secret_ref=secret_ref, timeout_seconds=timeout_seconds, options=options or {},
+        credential=checked.credential, api_key_encrypted=checked.api_key_encrypted,
+        timeout_seconds=timeout_seconds, options=options or {},
     )
     account.full_clean()
     account.save()
     return account
+
+
+_UNCHANGED: Any = object()
+
+
+def model_account_update(
+    *,
+    account: ModelAccount,
+    name: str = _UNCHANGED,
+    model: str = _UNCHANGED,
+    base_url: str = _UNCHANGED,
+    credential: str = _UNCHANGED,
+    api_key: str | None = None,
+    clear_api_key: bool = False,
+    timeout_seconds: float = _UNCHANGED,
+    options: dict[str, Any] = _UNCHANGED,
+) -> ModelAccount:
+    """Change what is given; the key rules are checked on the account as it will be."""
+    def pick(value: Any, current: Any) -> Any:
+        return current if value is _UNCHANGED else value
+
+    new_credential = pick(credential, account.credential)
+    if api_key:
+        new_credential = ""  # a pasted key replaces the operator credential
+    checked = model_account_check(
+        owner=account.owner, provider=account.provider, model=pick(model, account.model),
+        base_url=pick(base_url, account.base_url), credential=new_credential, api_key=api_key,
+        clear_api_key=clear_api_key or bool(new_credential),
+        options=pick(options, account.options), timeout_seconds=pick(timeout_seconds,
+                                                                      account.timeout_seconds),
+        account=account,
+    )
+    account.name = pick(name, account.name)
+    account.model = pick(model, account.model)
+    account.base_url = pick(base_url, account.base_url)
+    account.timeout_seconds = pick(timeout_seconds, account.timeout_seconds)
+    account.options = pick(options, account.options)
+    account.credential = checked.credential
+    account.api_key_encrypted = checked.api_key_encrypted
+    account.legacy_secret_ref = checked.legacy_secret_ref
+    account.full_clean()
+    account.save()
+    return account
+
+
+def model_account_delete(*, account: ModelAccount) -> None:
+    if account.agents.exists():
+        raise AccountError("ACCOUNT_IN_USE", "Agents use this account; give them another first.",
+                           status=409)
+    account.delete()
 
 
 def scripted_account_for(*, owner: AbstractBaseUser) -> ModelAccount:

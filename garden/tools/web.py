@@ -1,4 +1,9 @@
-"""http.fetch: an agent fetches a URL over HTTP(S) (a side effect: it reaches the network)."""
+"""http.fetch: an agent fetches a URL over HTTP(S) (a side effect: it reaches the network).
+
+Every fetch passes the egress policy (garden/egress.py): public addresses only unless the
+operator allows more, every redirect hop checked, the body read up to a byte cap and the
+whole fetch within a total time limit.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,11 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from garden import egress
 from garden.providers.types import ToolSpec
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 
-MAX_BYTES = 100_000
+MAX_REDIRECTS = 5
 
 HTTP_FETCH = register(Tool(
     spec=ToolSpec(
@@ -28,12 +34,33 @@ HTTP_FETCH = register(Tool(
 ))
 
 
+def _client() -> httpx.Client:
+    return egress.shared("tool", lambda: egress.build_client(
+        "tool", follow_redirects=True, max_redirects=MAX_REDIRECTS))
+
+
+def _failed(code: str, message: str) -> ToolOutcome:
+    return ToolOutcome(f"{code}: {message}", is_error=True, code=code)
+
+
 def http_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    limit = settings.GARDEN_TOOL_HTTP_TIMEOUT
+    cap = settings.GARDEN_TOOL_HTTP_MAX_BYTES
     try:
-        with httpx.Client(timeout=settings.GARDEN_TOOL_HTTP_TIMEOUT, follow_redirects=True) as client:
-            response = client.get(args["url"])
-    except httpx.HTTPError as exc:
-        return ToolOutcome(f"FETCH_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="FETCH_FAILED")
-    body = response.content[:MAX_BYTES].decode(response.encoding or "utf-8", errors="replace")
-    clipped = " [clipped]" if len(response.content) > MAX_BYTES else ""
-    return ToolOutcome(f"HTTP {response.status_code}{clipped}\n{body}", is_error=response.status_code >= 400)
+        egress.check_url(args["url"], "tool")
+        with egress.deadline(limit), _client().stream(
+            "GET", args["url"], timeout=httpx.Timeout(limit)
+        ) as response:
+            raw, clipped = egress.read_capped(response, cap)
+    except egress.EgressRefused as exc:
+        return _failed(exc.code, exc.message)
+    except httpx.TooManyRedirects:
+        return _failed("FETCH_FAILED", f"more than {MAX_REDIRECTS} redirects.")
+    except httpx.TimeoutException:
+        return _failed("FETCH_TIMEOUT", f"the fetch did not finish within {limit:g} s.")
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        return _failed("FETCH_FAILED", f"{type(exc).__name__}: {exc}")
+    body = raw.decode(response.encoding or "utf-8", errors="replace")
+    note = f" [clipped at {cap:,} bytes]" if clipped else ""
+    return ToolOutcome(f"HTTP {response.status_code}{note}\n{body}",
+                       is_error=response.status_code >= 400)

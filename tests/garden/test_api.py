@@ -27,7 +27,10 @@ def assert_rejected(response, field, code=None, status=400):
         ("/api/model-accounts", {"name": "x", "provider": "nope"}, "provider", "invalid_choice"),
         ("/api/model-accounts", {"name": "x", "provider": "openai"}, "model", "required"),
         ("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                 "secret_ref": "sk-live-123"}, "secret_ref", "invalid"),
+                                 "secret_ref": "env:DATABASE_URL"}, "secret_ref",
+         "SECRET_REF_NOT_ACCEPTED"),
+        ("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
+                                 "credential": "nope"}, "credential", "CREDENTIAL_NOT_ALLOWED"),
         ("/api/agents", {"name": "Ledger"}, "handle", "required"),
         ("/api/agents", {"handle": "bad handle!", "name": "L"}, "handle", "invalid"),
         ("/api/agents", {"handle": "concierge", "name": "Dup"}, "handle", "HANDLE_TAKEN"),
@@ -67,13 +70,15 @@ def test_anonymous_is_refused(client):
     assert client.get("/api/agents").status_code == 403
 
 
-def test_model_account_output_never_carries_a_key(api, monkeypatch):
-    monkeypatch.setenv("GARDEN_TEST_KEY", "sk-secret-value")
+def test_model_account_output_never_carries_a_key(api):
     response = api.post("/api/model-accounts", {"name": "OpenAI", "provider": "openai", "model": "gpt-4o-mini",
-                                                "secret_ref": "env:GARDEN_TEST_KEY"})
+                                                "api_key": "sk-secret-value"})
     assert response.status_code == 201, response.content
+    assert "sk-secret-value" not in response.content.decode()
     listing = api.get("/api/model-accounts").content.decode()
-    assert "sk-secret-value" not in listing and "env:GARDEN_TEST_KEY" in listing
+    assert "sk-secret-value" not in listing
+    mine = next(a for a in api.get("/api/model-accounts").json() if a["name"] == "OpenAI")
+    assert mine["key"]["source"] == "own" and mine["has_api_key"] is True
 
 
 def test_create_agent_and_list_only_ones_own(api, owner, stranger):

@@ -106,7 +106,7 @@ def test_a_failed_synthesis_ends_honestly_with_contributions_in_place(
 
 
 def test_ambiguous_failures_keep_the_call_and_confirmed_rejections_release_it(
-    celery_worker_thread, group_factory, owner, settings
+    celery_worker_thread, group_factory, owner, settings, loopback_providers
 ):
     settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 3
     server = ScriptedServer()

@@ -39,7 +39,7 @@ def openai_reply(content=None, tool_calls=()):
 
 
 @pytest.fixture
-def server():
+def server(loopback_providers):
     s = ScriptedServer()
     yield s
     s.close()

@@ -1,8 +1,5 @@
-"""Fixtures for the provider adapter tests: a scripted local HTTP server and a dead port.
-
-Nothing here touches Django settings or a database, so these tests run with or without the
-pytest-django plugin.
-"""
+"""Fixtures for the provider adapter tests: a scripted local HTTP server and a dead port,
+allowed as a provider destination the way an operator allows a local model server."""
 
 from __future__ import annotations
 
@@ -20,6 +17,11 @@ _PROXY_VARIABLES = (
     "https_proxy",
     "all_proxy",
 )
+
+
+@pytest.fixture(autouse=True)
+def _loopback_allowed(loopback_providers) -> None:
+    pass
 
 
 @pytest.fixture(autouse=True)

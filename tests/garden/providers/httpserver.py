@@ -31,7 +31,15 @@ class Reset:
     """Read the request, then abort the connection with a TCP RST (SO_LINGER 0)."""
 
 
-Action = Respond | Reset
+@dataclass(frozen=True)
+class Drip:
+    """Answer 200, then send the body one byte every ``interval`` seconds, never finishing
+    (until the client leaves or the server stops): a server that would hold a reader forever."""
+
+    interval: float = 0.1
+
+
+Action = Respond | Reset | Drip
 
 
 @dataclass(frozen=True)
@@ -50,13 +58,13 @@ class ScriptedServer:
     default, HTTP/1.0, closes it after every answer).
     """
 
-    def __init__(self, *, keep_alive: bool = False) -> None:
+    def __init__(self, *, keep_alive: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.requests: list[RecordedRequest] = []
         self.default: Action = Respond(500, {"error": "no scripted answer"})
         self._script: deque[Action] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._httpd = _Server(("127.0.0.1", 0), _KeepAliveHandler if keep_alive else _Handler)
+        self._httpd = _Server((host, port), _KeepAliveHandler if keep_alive else _Handler)
         self._httpd.owner = self
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -65,6 +73,10 @@ class ScriptedServer:
     def url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
 
     def push(self, *actions: Action) -> None:
         with self._lock:
@@ -150,6 +162,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(action, Reset):
             self._reset()
             return
+        if isinstance(action, Drip):
+            self._drip(action.interval)
+            return
         if action.delay:
             owner.wait(action.delay)
         payload = (
@@ -163,6 +178,20 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(payload)
+        except OSError:
+            pass
+
+    def _drip(self, interval: float) -> None:
+        owner = self.server.owner
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(10**9))
+            self.end_headers()
+            while not owner._stopping.is_set():
+                self.wfile.write(b"x")
+                self.wfile.flush()
+                owner.wait(interval)
         except OSError:
             pass
 

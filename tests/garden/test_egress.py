@@ -1,0 +1,262 @@
+"""The egress policy: http.fetch and a model account's base URL never reach loopback, private,
+link-local, unique-local or metadata addresses — directly, by a name, by another spelling of
+the address or through a redirect — unless the operator's allowlist names them; bodies are
+capped and a fetch ends at its total time limit.
+
+Every refused destination is checked to have seen no connection attempt at all: the refusal
+happens before a socket connects. The only servers that answer are this test's own, on
+127.0.0.1 and 127.0.0.2.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from garden import egress
+from garden.models import Agent, Conversation, Message, ModelAccount
+from garden.services.agents import AccountError, model_account_create
+from garden.services.chat import chat_reply
+from garden.tools import ToolContext
+from garden.tools.web import http_fetch
+from tests.garden.providers.httpserver import Drip, Respond, ScriptedServer
+
+CTX = ToolContext(owner_id=1, agent_id=1, conversation_id=1)
+
+REFUSED = [
+    "http://127.0.0.1:{port}/",
+    "http://localhost:{port}/",
+    "http://LOCALHOST.:{port}/",
+    "http://[::1]:{port}/",
+    "http://[::ffff:127.0.0.1]:{port}/",
+    "http://[::ffff:7f00:1]:{port}/",
+    "http://0.0.0.0:{port}/",
+    "http://2130706433:{port}/",  # 127.0.0.1 as one number
+    "http://0x7f.1:{port}/",
+    "http://10.1.2.3/",
+    "http://172.16.0.1/",
+    "http://192.168.1.1/",
+    "http://100.64.0.1/",  # shared address space (carrier NAT)
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/latest/meta-data/",
+    "http://100.100.100.200/",
+    "http://[fe80::1]/",
+    "http://[fc00::1]/",
+    "http://[64:ff9b::a00:1]/",  # NAT64 of 10.0.0.1
+    "http://[2002:a00:1::]/",  # 6to4 of 10.0.0.1
+    "http://224.0.0.1/",
+]
+
+
+@pytest.fixture
+def connects(monkeypatch) -> list:
+    """Every outbound socket connect made during the test, in order."""
+    attempts: list = []
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def connect(self, address):
+        attempts.append(address)
+        return real_connect(self, address)
+
+    def connect_ex(self, address):
+        attempts.append(address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    return attempts
+
+
+@pytest.fixture
+def server():
+    s = ScriptedServer()
+    s.default = Respond(200, b"hello from the inside")
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("url", REFUSED)
+def test_fetch_refuses_internal_destinations_before_connecting(url, server, connects):
+    outcome = http_fetch(CTX, {"url": url.format(port=server.port)})
+    assert outcome.is_error and outcome.code == "EGRESS_REFUSED", outcome.content
+    assert outcome.content.startswith("EGRESS_REFUSED: ")
+    assert connects == [] and server.requests == []
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.0.0.7", "169.254.169.254",
+                                     "fd12::1", "::ffff:192.168.0.1", "0.0.0.0", "ff02::1"])
+def test_every_internal_address_has_a_named_reason(address):
+    import ipaddress
+
+    assert egress.refusal_reason(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
+def test_public_addresses_pass(address):
+    import ipaddress
+
+    assert egress.refusal_reason(ipaddress.ip_address(address)) is None
+
+
+def test_the_operators_allowlist_opens_exactly_what_it_names(server, settings):
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1/32"]
+    outcome = http_fetch(CTX, {"url": f"{server.url}/"})
+    assert not outcome.is_error and "hello from the inside" in outcome.content
+    # A neighbour of the allowed address is still refused.
+    other = http_fetch(CTX, {"url": f"http://127.0.0.2:{server.port}/"})
+    assert other.code == "EGRESS_REFUSED"
+
+
+def test_a_redirect_hop_to_a_refused_address_is_refused(settings, connects):
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]
+    inside = ScriptedServer(host="127.0.0.2")
+    entry = ScriptedServer()
+    try:
+        entry.reply(302, b"", headers={"Location": f"{inside.url}/secret"})
+        entry.reply(302, b"", headers={"Location": "http://169.254.169.254/latest/meta-data/"})
+        first = http_fetch(CTX, {"url": f"{entry.url}/a"})
+        second = http_fetch(CTX, {"url": f"{entry.url}/b"})
+    finally:
+        inside.close()
+        entry.close()
+    assert first.code == second.code == "EGRESS_REFUSED"
+    assert inside.requests == []
+    assert [r.path for r in entry.requests] == ["/a", "/b"]
+    assert all(address[0] == "127.0.0.1" for address in connects), connects
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(settings, monkeypatch):
+    """A name whose second DNS answer differs (rebinding) still reaches the first one."""
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1/32"]
+    checked = ScriptedServer()
+    checked.default = Respond(200, b"checked")
+    rebound = ScriptedServer(host="127.0.0.2", port=checked.port)
+    answers = iter(["127.0.0.1"] + ["127.0.0.2"] * 10)
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "rebind.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    try:
+        outcome = http_fetch(CTX, {"url": f"http://rebind.test:{checked.port}/"})
+    finally:
+        checked.close()
+        rebound.close()
+    assert outcome.content.endswith("checked"), outcome.content
+    assert rebound.requests == [] and len(checked.requests) == 1
+    assert checked.requests[0].headers["host"] == f"rebind.test:{checked.port}"
+
+
+def test_a_name_resolving_to_a_mixed_answer_is_refused_whole(settings, monkeypatch, connects):
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+    ])
+    outcome = http_fetch(CTX, {"url": "http://mixed.test/"})
+    assert outcome.code == "EGRESS_REFUSED" and "10.0.0.1" in outcome.content
+    assert connects == []
+
+
+def test_a_body_is_read_only_up_to_the_cap(server, settings):
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]
+    settings.GARDEN_TOOL_HTTP_MAX_BYTES = 1000
+    server.reply(200, b"y" * 2_000_000)
+    outcome = http_fetch(CTX, {"url": server.url})
+    assert "[clipped at 1,000 bytes]" in outcome.content
+    assert outcome.content.split("\n", 1)[1] == "y" * 1000
+
+
+def test_a_server_that_never_finishes_is_cut_at_the_total_time_limit(server, settings):
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]
+    settings.GARDEN_TOOL_HTTP_TIMEOUT = 1.0
+    server.push(Drip(interval=0.05))
+    outcome = http_fetch(CTX, {"url": server.url})
+    assert outcome.code == "FETCH_TIMEOUT", outcome.content
+
+
+def test_only_http_and_https_are_fetched(connects):
+    for url in ("file:///etc/passwd", "gopher://127.0.0.1:70/", "ftp://example.com/"):
+        with pytest.raises(egress.EgressRefused):
+            egress.check_url(url, "tool")
+    assert connects == []
+
+
+def test_malformed_allowlists_are_named():
+    with pytest.raises(ValueError, match="not a host name"):
+        egress.parse_allowlist(["ok.example", "bad host!"])
+    allow = egress.parse_allowlist(["10.0.0.0/8", "ollama.internal", "*.corp.example"])
+    assert allow.names("OLLAMA.internal.") and allow.names("gpu.corp.example")
+    assert not allow.names("corp.example.evil")
+
+
+# --- a model account's base URL -------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_base_url_at_an_internal_address_is_refused_when_saved(owner, connects):
+    for url in ("http://169.254.169.254/v1", "http://127.0.0.1:11434/v1", "http://[::1]/v1",
+                "http://localhost:8000/v1", "http://10.0.0.5/v1"):
+        with pytest.raises(AccountError) as refused:
+            model_account_create(owner=owner, name="x", provider="openai", model="m", base_url=url)
+        assert refused.value.code == "EGRESS_REFUSED" and refused.value.field == "base_url"
+    assert not ModelAccount.objects.filter(owner=owner, provider="openai").exists()
+    assert connects == []
+
+
+@pytest.mark.django_db
+def test_api_names_the_refused_base_url(api):
+    response = api.post("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
+                                                "base_url": "http://[::ffff:169.254.169.254]/v1"})
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "base_url"
+    assert response.json()["code"] == "EGRESS_REFUSED"
+
+
+def _one_to_one(owner, account) -> Message:
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    agent.model_account = account
+    agent.save(update_fields=["model_account"])
+    conversation = Conversation.objects.create(owner=owner, agent=agent)
+    from garden.services.conversations import message_append, text_block
+
+    return message_append(conversation_id=conversation.pk, speaker_kind="owner",
+                          content=[text_block("hello")])
+
+
+@pytest.mark.django_db
+def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(owner, connects, server):
+    # A row saved before the policy existed (or while the operator allowed it).
+    account = ModelAccount.objects.create(owner=owner, name="old", provider="openai", model="m",
+                                          base_url=f"{server.url}/v1", timeout_seconds=5)
+    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    assert reply.kind == "notice" and "EGRESS_REFUSED" in reply.text
+    assert server.requests == [] and connects == []
+
+
+@pytest.mark.django_db
+def test_the_provider_allowlist_admits_a_local_model_server_but_not_tools(owner, server, settings):
+    settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
+    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "Hi from Ollama"},
+                                    "finish_reason": "stop"}]})
+    account = model_account_create(owner=owner, name="ollama", provider="openai", model="llama3",
+                                   base_url=f"{server.url}/v1", timeout_seconds=5)
+    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    assert reply.kind == "turn" and reply.text == "Hi from Ollama"
+    assert http_fetch(CTX, {"url": f"{server.url}/"}).code == "EGRESS_REFUSED"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.django_db
+def test_a_provider_that_never_finishes_is_cut_at_the_accounts_timeout(owner, server, settings):
+    settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
+    settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 1
+    server.push(Drip(interval=0.05))
+    account = model_account_create(owner=owner, name="slow", provider="openai", model="m",
+                                   base_url=f"{server.url}/v1", timeout_seconds=1)
+    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    assert reply.kind == "notice" and "PROVIDER_TIMEOUT" in reply.text
