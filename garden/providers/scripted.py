@@ -78,7 +78,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
             },
         }},
         "default": _TEXT,
-        "delay": {"type": "number", "minimum": 0, "maximum": 600},
+        "delay": {"type": "number", "minimum": 0},
     },
 }
 

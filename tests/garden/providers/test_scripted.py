@@ -58,3 +58,43 @@ def test_scripted_errors_are_classified():
         provider([{"error": "rejected"}]).complete(ask(user("x")))
     with pytest.raises(ProviderTimeout):
         provider([{"error": "timeout"}]).complete(ask(user("x")))
+
+
+# --- bounded: a scripted account cannot stall a shared worker --------------------------------
+
+
+@pytest.mark.timeout(20)
+def test_when_is_plain_text_so_no_pattern_can_backtrack():
+    # As a regular expression this pair takes longer than the universe has; as text, no time.
+    p = provider([{"when": "^(a+)+$", "reply": "matched"}], default="no match")
+    assert p.complete(ask(user("a" * 50_000 + "!"))).text == "no match"
+    assert p.complete(ask(user("literal ^(a+)+$ inside"))).text == "matched"
+
+
+def test_when_lists_phrases_separated_by_bars_matched_ignoring_case():
+    p = provider([{"when": "spend | Save|budget", "reply": "money"}], default="other")
+    assert p.complete(ask(user("How much can I SAVE?"))).text == "money"
+    assert p.complete(ask(user("spending"))).text == "money"
+    assert p.complete(ask(user("hello"))).text == "other"
+
+
+def test_a_delay_past_the_timeout_ends_as_a_timeout_at_the_timeout():
+    p = get_provider(AccountConfig(provider="scripted", model="s", timeout=0.2,
+                                   options={"delay": 1_000_000, "default": "late"}))
+    with pytest.raises(ProviderTimeout):
+        p.complete(ask(user("hi")))
+
+
+@pytest.mark.parametrize("options", [
+    {"rules": "not a list"},
+    {"rules": [{"when": "x", "shell": "rm -rf /"}]},
+    {"rules": [{"when": "x" * 501}]},
+    {"delay": -1},
+    {"unknown": True},
+    {"rules": [{"reply": {"tool_calls": [{"arguments": {}}]}}]},
+])
+def test_a_script_outside_its_schema_is_refused_by_name(options):
+    from garden.providers import ProviderConfigError
+
+    with pytest.raises(ProviderConfigError, match="scripted options are invalid"):
+        get_provider(AccountConfig(provider="scripted", model="s", options=options))
