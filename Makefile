@@ -21,6 +21,7 @@ demo: $(STAMP)
 # machine never consume each other's tasks.
 test: $(STAMP)
 	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
+	  export GARDEN_CACHE_PREFIX=$$(basename $$GARDEN_VAR_DIR) && \
 	  eval "$$($(PY) scripts/services_env.py)" && \
 	  $(PY) -m pytest $(PYTEST_ARGS); status=$$?; rm -rf "$$GARDEN_VAR_DIR"; exit $$status
 

@@ -213,6 +213,18 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# The cache holds the API's rate counters: shared through Redis when REDIS_URL is set, so every
+# web process counts together.
+# The prefix of garden's keys in Redis (cache, call slots): two sites (or test runs) sharing a
+# Redis keep apart by it.
+GARDEN_CACHE_PREFIX = env.str("GARDEN_CACHE_PREFIX", default="garden")
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL, "KEY_PREFIX": GARDEN_CACHE_PREFIX}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                          "KEY_PREFIX": GARDEN_CACHE_PREFIX}}
+
 # Per-group lock: Redis when REDIS_URL is set, else a local file lock under var/.
 GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
 # Longer than a step can live, so a live step never loses its lock (the fence keeps a step
@@ -237,6 +249,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "garden.api.errors.exception_handler",
+    # JSON only, checked before any view runs (garden/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["garden.api.parsers.SafeJSONParser"],
+    # Per-owner rates by scope (garden/api/throttles.py; rates in GARDEN_THROTTLE_RATES).
+    "DEFAULT_THROTTLE_CLASSES": ["garden.api.throttles.OwnerRateThrottle"],
     "DEFAULT_PAGINATION_CLASS": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -247,6 +263,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- garden ---------------------------------------------------------------------------------
+
+GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
+GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 
 GARDEN_RUNTIME_ROOT = Path(env.str("GARDEN_RUNTIME_ROOT", default=str(VAR_DIR / "runtime")))
 GARDEN_NAME = env.str("GARDEN_NAME", default="garden")
@@ -271,6 +290,12 @@ GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", defaul
 
 
 # --- fair share: quotas and limits per owner --------------------------------------------------
+# API requests per signed-in person ("N/sec|min|hour|day"); empty turns a scope off.
+GARDEN_THROTTLE_RATES = {
+    "read": env.str("GARDEN_THROTTLE_READ", default="600/min"),
+    "write": env.str("GARDEN_THROTTLE_WRITE", default="120/min"),
+    "messages": env.str("GARDEN_THROTTLE_MESSAGES", default="30/min"),
+}
 # Scripted accounts are a development and demo tool: ordinary users may create them only where
 # this is on (staff always may, in the admin).
 GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", default=not PRODUCTION)

@@ -156,6 +156,7 @@ class Message(models.Model):
         ACTIVITY = "activity", "Activity line"
         NOTICE = "notice", "Notice"
         SUMMARY = "summary", "Rollover summary"
+        IMPORT = "import", "Imported note"
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"

@@ -9,6 +9,7 @@ model runs or while a tool does network I/O.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -33,6 +34,7 @@ from garden.providers import (
 )
 from garden.selectors import account_config
 from garden.services.conversations import messages_append, text_block
+from garden.slots import call_slot
 from garden.tools import ToolContext, ToolOutcome, check_arguments, get_tool
 from garden.transcript import blocks_from_json, blocks_to_json
 from groups import budget
@@ -218,24 +220,48 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
         return "room_too_large"
 
     fault_point("before_reserve")
-    reservation = budget.reserve_call(request_id=request.pk, purpose=purpose, agent_id=speaker.pk,
-                                      fence=room.fence, attempt=attempt)
-    if reservation is None:
-        if purpose == CallReservation.Purpose.WORKING:
-            return _begin_synthesis(room, "The working budget is spent (11 calls).")
-        with _fenced(room):
-            _end_without_summary(room, "the synthesis call was already used")
-        return "synthesis_spent"
+    failure: ProviderError | None = None
+    with call_slot(owner_id=room.group.owner_id) as free:
+        if not free:
+            return _wait_for_call_slot(room, attempt=attempt, first_at=first_at)
+        reservation = budget.reserve_call(request_id=request.pk, purpose=purpose,
+                                          agent_id=speaker.pk, fence=room.fence, attempt=attempt)
+        if reservation is None:
+            if purpose == CallReservation.Purpose.WORKING:
+                return _begin_synthesis(room, "The working budget is spent (11 calls).")
+            with _fenced(room):
+                _end_without_summary(room, "the synthesis call was already used")
+            return "synthesis_spent"
 
-    fault_point("before_dispatch")
-    tools = () if synthesis else _tool_specs(room, speaker)
-    try:
-        reply = _dispatch(speaker, ChatRequest(system=projection.system, messages=projection.messages,
-                                               tools=tools))
-    except ProviderError as exc:
-        return _after_failure(room, speaker, purpose, reservation, exc, attempt=attempt, first_at=first_at)
+        fault_point("before_dispatch")
+        tools = () if synthesis else _tool_specs(room, speaker)
+        try:
+            reply = _dispatch(speaker, ChatRequest(system=projection.system,
+                                                   messages=projection.messages, tools=tools))
+        except ProviderError as exc:
+            failure = exc
+    # The owner's slot is free again before anything is recorded or any tool runs.
+    if failure is not None:
+        return _after_failure(room, speaker, purpose, reservation, failure, attempt=attempt,
+                              first_at=first_at)
     fault_point("after_reply")
     return _record(room, speaker, purpose, reservation, reply, queue)
+
+
+def _wait_for_call_slot(room: Room, *, attempt: int, first_at: float) -> str:
+    """Every model-call slot of the owner is in use: say so on the request (once) and come
+    back shortly, without holding a worker thread or reserving anything."""
+    with _fenced(room):
+        request = room.request
+        if request.waiting_for != GroupRequest.WAITING_FOR_CALL_SLOT:
+            request.waiting_for = GroupRequest.WAITING_FOR_CALL_SLOT
+            request.save(update_fields=["waiting_for", "updated_at"])
+            events.send_event_on_commit(channel=room.channel, event=request_event(request))
+        pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)
+        # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*).
+        enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk, attempt=attempt,
+                               first_at=first_at if attempt > 1 else None, countdown=pause)
+    return "waiting"
 
 
 def _dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
@@ -401,6 +427,9 @@ def _complete_step(room: Room, queue: list[Contribution], **changes: Any) -> Non
     request.queue = [c.to_json() for c in queue]
     request.completed_fence = room.fence
     fields = ["queue", "completed_fence", "updated_at"]
+    if request.waiting_for:
+        request.waiting_for = ""
+        fields.append("waiting_for")
     for name, value in changes.items():
         setattr(request, name, value)
         fields.append(name)

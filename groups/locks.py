@@ -15,6 +15,8 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
+from garden.redis_conn import redis_client
+
 
 class LockContended(Exception):
     """Another worker holds this group's lock; try again later."""
@@ -26,20 +28,6 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
-
-_redis_client = None
-
-
-def redis_client():
-    global _redis_client
-    if _redis_client is None:
-        import redis
-
-        _redis_client = redis.Redis.from_url(
-            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5
-        )
-    return _redis_client
-
 
 def lock_key(group_id: int) -> str:
     return f"garden:group-lock:{group_id}"

@@ -76,6 +76,7 @@ class GroupRequest(models.Model):
         FAILED = "failed", "Failed"
 
     ACTIVE_STATES = (State.RUNNING, State.AWAITING_APPROVAL, State.SYNTHESIZING)
+    WAITING_FOR_CALL_SLOT = "calls_in_flight"
     FINISHED_STATES = (State.COMPLETED, State.STOPPED, State.FAILED)
 
     class Source(models.TextChoices):
@@ -99,6 +100,9 @@ class GroupRequest(models.Model):
     # live worker means the step was lost (crash) and may be claimed again.
     completed_fence = models.PositiveIntegerField(default=0)
     queue = models.JSONField(default=list, blank=True)
+    # What a running request is waiting for, if anything ("calls_in_flight": every model-call
+    # slot of its owner is taken; the step comes back shortly). Shown, never an error.
+    waiting_for = models.CharField(max_length=40, blank=True)
     outcome_code = models.CharField(max_length=40, blank=True)
     outcome = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -22,9 +22,10 @@ from garden.providers import (
     TextBlock,
 )
 from garden.services.conversations import _next_seq, conversation_create, message_append, text_block
+from garden.slots import call_slot
 from groups import budget
 from groups.bounding import RoomTooLarge, bound_for_synthesis
-from groups.locks import group_lock
+from groups.locks import LockContended, group_lock
 from groups.models import CallReservation, Group, GroupRequest
 from groups.projection import project
 
@@ -85,19 +86,27 @@ def rollover(*, request: GroupRequest) -> str:
         if isinstance(bounded, RoomTooLarge):
             _tell_owner(request, f"The thread did not roll over: {bounded.reason}")
             return "room_too_large"
-        reservation = budget.reserve_call(request_id=request.pk, purpose=CallReservation.Purpose.MAINTENANCE,
-                                          agent_id=coordinator.pk, fence=None)
-        if reservation is None:
-            return "maintenance_spent"
-        try:
-            reply = _dispatch(coordinator, ChatRequest(system=bounded.system, messages=bounded.messages))
-        except ProviderError as exc:
-            if isinstance(exc, (ConfirmedRejection, ProviderConfigError)):
-                budget.release_call(reservation=reservation, reason=exc.code)
+        with call_slot(owner_id=group.owner_id) as free:
+            if not free:
+                # Every model-call slot of the owner is in use: the task tries again shortly.
+                raise LockContended(f"call slots of owner {group.owner_id}")
+            reservation = budget.reserve_call(request_id=request.pk,
+                                              purpose=CallReservation.Purpose.MAINTENANCE,
+                                              agent_id=coordinator.pk, fence=None)
+            if reservation is None:
+                return "maintenance_spent"
+            try:
+                reply, failure = _dispatch(coordinator, ChatRequest(
+                    system=bounded.system, messages=bounded.messages)), None
+            except ProviderError as exc:
+                reply, failure = None, exc
+        if failure is not None:
+            if isinstance(failure, (ConfirmedRejection, ProviderConfigError)):
+                budget.release_call(reservation=reservation, reason=failure.code)
             else:
-                budget.consume_call(reservation=reservation, reason=exc.code)
-            _tell_owner(request, f"The thread did not roll over: the summary did not come ({exc.code}). "
-                                 "The conversation continues as it is.")
+                budget.consume_call(reservation=reservation, reason=failure.code)
+            _tell_owner(request, f"The thread did not roll over: the summary did not come "
+                                 f"({failure.code}). The conversation continues as it is.")
             return "summary_failed"
         summary = reply.text.strip()
         if not summary:

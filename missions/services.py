@@ -3,23 +3,27 @@ each due run; conclude a run and have the gardener say so.
 
 A due run goes through the same path as the owner: a group mission is a GroupRequest made by
 ``request_create`` (same queue, same twelve calls, same approvals), an agent mission is an owner
-turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: group row,
-then mission row, then mission-run row.
+turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: owner row,
+group row, then mission row, then mission-run row.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask, PeriodicTasks
 
+from garden.errors import QuotaExceeded
 from garden.models import Agent, Conversation, Goal, Message, Run
 from garden.services.chat import ChatError, conversation_post_owner_message
 from garden.services.conversations import conversation_create
@@ -120,6 +124,39 @@ def check_origin(*, owner: AbstractBaseUser, conversation_id: int) -> Conversati
     return conversation
 
 
+def check_schedule(schedule: Schedule) -> None:
+    """Refuse a schedule that would run more often than GARDEN_MIN_MISSION_INTERVAL_SECONDS
+    (for a crontab: its closest two runs in a day)."""
+    least = settings.GARDEN_MIN_MISSION_INTERVAL_SECONDS
+    gap = (schedule.every_seconds if schedule.every_seconds is not None
+           else crontab_min_gap_seconds(schedule))
+    if gap < least:
+        raise MissionError("SCHEDULE_TOO_FREQUENT", f"Missions run at most every {least} seconds "
+                           f"on this site; this schedule runs every {gap} seconds.",
+                           field="schedule")
+
+
+def crontab_min_gap_seconds(schedule: Schedule) -> int:
+    """The shortest time between two runs of a crontab, from its minutes and hours (days only
+    ever spread runs further apart)."""
+    from celery.schedules import crontab
+
+    cron = crontab(minute=schedule.minute, hour=schedule.hour)
+    times = sorted(h * 60 + m for h in cron.hour for m in cron.minute)
+    if len(times) < 2:
+        return 24 * 3600
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    gaps.append(times[0] + 24 * 60 - times[-1])
+    return min(gaps) * 60
+
+
+def check_mission_quota(*, owner: AbstractBaseUser) -> None:
+    limit = settings.GARDEN_MAX_MISSIONS_PER_OWNER
+    if Mission.objects.filter(owner=owner).count() >= limit:
+        raise QuotaExceeded("MISSION_LIMIT", f"You have {limit} missions, the limit on this site; "
+                            "delete one to make another.")
+
+
 # --- the beat entry -------------------------------------------------------------------------
 
 def _interval(every_seconds: int) -> IntervalSchedule:
@@ -185,7 +222,10 @@ def mission_create(
 ) -> Mission:
     """Create a mission and its beat entry (task ``missions.run_mission``, kwargs
     ``{"mission_id": id}``) in one transaction; a refusal writes nothing."""
+    check_schedule(schedule)
     with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        check_mission_quota(owner=owner)
         target = check_target(owner=owner, target_type=target_type, target_id=target_id)
         origin = (check_origin(owner=owner, conversation_id=origin_conversation_id)
                   if origin_conversation_id is not None else None)
@@ -215,6 +255,8 @@ def mission_update(
     """Change what is given; ``None`` keeps a part (``origin_conversation_id=None`` clears the
     origin). Enabling checks the target again and clears ``disabled_reason``. A run already
     active goes on; the change applies from the next due run. Takes FOR UPDATE on the mission."""
+    if schedule is not None:
+        check_schedule(schedule)
     with transaction.atomic():
         locked = Mission.objects.select_for_update(of=("self",)).select_related(
             "periodic_task").get(pk=mission.pk)
@@ -403,7 +445,7 @@ def _start_or_skip(mission: Mission, *, trigger: str, task_id: str) -> MissionRu
                     owner=mission.owner, conversation=conversation, text=mission.prompt)
                 refs = {"conversation": conversation, "owner_message": message}
                 actor = f"agent:{mission.target_agent_id}"
-    except (RequestError, ChatError) as exc:
+    except (RequestError, ChatError, QuotaExceeded) as exc:
         lasting = isinstance(exc, RequestError) and exc.code in _LASTING_REQUEST_REFUSALS
         return _record_skip(mission, _Skip(exc.code, f"The run could not start: {exc}",
                                            disable=lasting), trigger=trigger, task_id=task_id)

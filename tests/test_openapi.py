@@ -26,7 +26,7 @@ GROUP_OPERATIONS = {
     "/api/groups/{group_id}/archive": {"post"},
 }
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
-FUZZ_SECONDS = 60
+FUZZ_SECONDS = int(os.environ.get("GARDEN_FUZZ_SECONDS", "60"))
 
 
 def generate_schema() -> dict:
@@ -105,7 +105,7 @@ def signed_in_headers(user) -> list[str]:
 def seed_rows(user) -> dict[str, list[int]]:
     """Real ids for the path parameters, so that fuzzing reaches existing rows too."""
     from garden.models import Agent, Conversation
-    from garden.services.agents import agent_create, scripted_account_for
+    from garden.services.agents import agent_create, model_account_create, scripted_account_for
     from groups.services.groups import group_create
 
     account = scripted_account_for(owner=user)
@@ -114,7 +114,9 @@ def seed_rows(user) -> dict[str, list[int]]:
     groups = [group_create(owner=user, name=f"Fuzz {n}", members=members).pk for n in range(3)]
     concierge = Agent.objects.get(owner=user, builtin="concierge")
     conversations = [Conversation.objects.create(owner=user, agent=concierge).pk for _ in range(2)]
-    return {"group_id": groups, "conversation_id": conversations}
+    accounts = [model_account_create(owner=user, name="fuzzed", provider="openai", model="m",
+                                     api_key="sk-fuzz").pk, account.pk]
+    return {"group_id": groups, "conversation_id": conversations, "account_id": accounts}
 
 
 @pytest.mark.timeout(FUZZ_SECONDS * 5)
@@ -138,7 +140,7 @@ def test_fuzzing_every_api_operation_finds_no_server_error(
         str(executable), "--no-color", "--config-file", str(config), "run",
         f"{live_server.url}/api/schema/?format=json", "--url", live_server.url,
         "--checks", "not_a_server_error", "--phases", "examples,coverage,fuzzing",
-        "--max-examples", "20", "--max-time", str(FUZZ_SECONDS), "--seed", "20261130",
+        "--max-examples", os.environ.get("GARDEN_FUZZ_EXAMPLES", "20"), "--max-time", str(FUZZ_SECONDS), "--seed", "20261130",
         "--workers", "1", "--request-timeout", "30", "--generation-database", "none",
         "--suppress-health-check", "all",
     ]

@@ -143,6 +143,9 @@ class ConversationListCreateApi(APIView):
 
 
 class ConversationMessagesApi(APIView):
+    # Posting a message starts model calls: its own, tighter rate.
+    throttle_scopes = {"POST": "messages"}
+
     @extend_schema(responses={200: dict})
     def get(self, request: Request, conversation_id: int) -> Response:
         conversation = selectors.conversation_get(owner=request.user, conversation_id=conversation_id)

@@ -243,6 +243,10 @@ def agent_create(
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``."""
+    limit = settings.GARDEN_MAX_AGENTS_PER_OWNER
+    if Agent.objects.filter(owner=owner, removed_at__isnull=True).count() >= limit:
+        raise QuotaExceeded("AGENT_LIMIT", f"You have {limit} agents, the limit on this site; "
+                            "remove one to make another.")
     agent = Agent(
         owner=owner, handle=handle, name=name, model_account=model_account,
         instructions=instructions, colour=colour, enabled_tools=enabled_tools or [],

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from garden.chat_signals import chat_replied
+from garden.errors import QuotaExceeded
 from garden.models import Conversation, Message
 from garden.providers import (
     ChatMessage,
@@ -25,9 +28,14 @@ from garden.providers import (
 )
 from garden.selectors import account_config
 from garden.services.conversations import message_append, text_block
+from garden.slots import call_slot
 from garden.transcript import blocks_from_json, blocks_to_json
 
 log = logging.getLogger(__name__)
+
+
+class CallSlotsBusy(Exception):
+    """Every model-call slot of the owner is in use; the reply is tried again shortly."""
 
 
 class ChatError(Exception):
@@ -54,6 +62,16 @@ def conversation_post_owner_message(
         raise ChatError("AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation")
     from garden.tasks import chat_reply
 
+    waiting = Message.objects.filter(
+        conversation__owner_id=owner.pk, conversation__agent__isnull=False,
+        speaker_kind=Message.SpeakerKind.OWNER, replies__isnull=True,
+        created_at__gte=timezone.now() - timedelta(minutes=10),
+    ).count()
+    limit = settings.GARDEN_MAX_QUEUED_PER_OWNER
+    if waiting >= limit:
+        raise QuotaExceeded("QUEUE_FULL", f"You already have {limit} messages waiting for a "
+                            "reply, the limit on this site; wait for them first.",
+                            field="text", status=429)
     with transaction.atomic():
         message = message_append(
             conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
@@ -85,6 +103,8 @@ def chat_reply(*, message_id: int) -> Message | None:
 
     The model call happens outside any transaction. Confirmed rejections are retried within
     the retry ceiling (attempts and seconds); anything else ends with an honest notice.
+    Raises CallSlotsBusy, having written nothing, when the owner's calls in flight are at
+    their cap (GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER).
     """
     owner_message = (
         Message.objects.select_related("conversation__agent__model_account")
@@ -101,7 +121,10 @@ def chat_reply(*, message_id: int) -> Message | None:
     failed = False
     for attempt in range(1, attempts + 1):
         try:
-            reply = get_provider(account_config(agent.model_account)).complete(request)
+            with call_slot(owner_id=conversation.owner_id) as free:
+                if not free:
+                    raise CallSlotsBusy(conversation.owner_id)
+                reply = get_provider(account_config(agent.model_account)).complete(request)
             content = blocks_to_json(reply.content) or [text_block("")]
             break
         except ConfirmedRejection as exc:

@@ -32,6 +32,7 @@ def request_payload(request: GroupRequest) -> dict:
             "maintenance_reserved": request.maintenance_reserved, "maintenance_limit": 1,
         },
         "queue": request.queue,
+        "waiting_for": request.waiting_for or None,
         "outcome_code": request.outcome_code,
         "outcome": request.outcome,
         "created_at": request.created_at.isoformat(),
@@ -70,6 +71,9 @@ class RoomMessageInput(serializers.Serializer):
 
 
 class GroupMessagesApi(APIView):
+    # Posting a message starts model calls: its own, tighter rate.
+    throttle_scopes = {"POST": "messages"}
+
     @extend_schema(
         parameters=[OpenApiParameter("after", int, description="Only turns with a greater seq."),
                     OpenApiParameter("conversation", int, description="A closed thread of the group.")],

@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from garden import events
+from garden.errors import QuotaExceeded
 from garden.models import Agent, Conversation, MemoryNote
 from groups import rules
 from groups.models import Group, Membership
@@ -144,6 +146,10 @@ def group_create(
         )
         if not result.ok:
             raise GroupRulesBroken(result.errors)
+        limit = settings.GARDEN_MAX_GROUPS_PER_OWNER
+        if Group.objects.filter(owner=owner, deleted_at__isnull=True).count() >= limit:
+            raise QuotaExceeded("GROUP_LIMIT", f"You have {limit} groups, the limit on this site; "
+                                "delete one to make another.")
         shape = result.shape
         group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
         _set_members(group, shape.members)

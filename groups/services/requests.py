@@ -3,11 +3,14 @@ the coordinator loop. Lock order everywhere: group row before request row."""
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from garden import events
+from garden.errors import QuotaExceeded
 from garden.models import Approval, Message
 from garden.services.conversations import message_append, text_block
 from groups.models import Group, GroupRequest
@@ -24,6 +27,7 @@ def request_event(request: GroupRequest) -> dict:
             "working_reserved": request.working_reserved,
             "synthesis_reserved": request.synthesis_reserved,
             "maintenance_reserved": request.maintenance_reserved,
+            "waiting_for": request.waiting_for or None,
             "outcome_code": request.outcome_code,
             "outcome": request.outcome,
         },
@@ -70,6 +74,7 @@ def request_finish(
         fence=F("fence") + 1,
         finished_at=now,
         queue=[],
+        waiting_for="",
         updated_at=now,
     )
     request.refresh_from_db()
@@ -171,6 +176,24 @@ def group_conversation_open(*, group: Group):
     return conversation
 
 
+def check_queue_room(*, group: Group) -> None:
+    """Refuse a new request when the group's or its owner's queue is full (429, the limit in the
+    message). Caller holds FOR UPDATE on the owner row and the group row."""
+    queued = GroupRequest.objects.filter(state=GroupRequest.State.QUEUED)
+    per_group = settings.GARDEN_MAX_QUEUED_PER_GROUP
+    if queued.filter(group=group).count() >= per_group:
+        raise QuotaExceeded(
+            "QUEUE_FULL", f"This group already has {per_group} messages waiting, the limit on "
+            "this site; wait for them to be answered (or Stop) before sending more.",
+            field="text", status=429)
+    per_owner = settings.GARDEN_MAX_QUEUED_PER_OWNER
+    if queued.filter(group__owner_id=group.owner_id).count() >= per_owner:
+        raise QuotaExceeded(
+            "QUEUE_FULL", f"You already have {per_owner} messages waiting across your groups, "
+            "the limit on this site; wait for them to be answered before sending more.",
+            field="text", status=429)
+
+
 def request_create(
     *, group: Group, text: str, source: str = GroupRequest.Source.OWNER
 ) -> GroupRequest:
@@ -185,11 +208,14 @@ def request_create(
     if not text:
         raise RequestError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
+        # The owner row first, then the group: the owner's queued count cannot race.
+        get_user_model().objects.select_for_update().filter(pk=group.owner_id).first()
         locked = Group.objects.select_for_update().filter(
             pk=group.pk, deleted_at__isnull=True
         ).first()
         if locked is None:
             raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
+        check_queue_room(group=locked)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
         if mentions.unknown:
@@ -253,8 +279,6 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     longer than a step's hard time limit) are considered, so live work is left alone.
     """
     from datetime import timedelta
-
-    from django.conf import settings
 
     from groups.coordinator import STEPPABLE, enqueue_step
 
