@@ -12,12 +12,15 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from dashboard.origin import SameOriginValidator  # noqa: E402
 
+# Both checks, in every mode: the Host must be one of ALLOWED_HOSTS, and the Origin must be the
+# site itself (or a trusted origin) — so another site cannot open a room over the owner's cookie.
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
+        "websocket": AllowedHostsOriginValidator(SameOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        )),
     }
 )

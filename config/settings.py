@@ -49,6 +49,39 @@ DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=[] if PRODUCTION else ["*"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- HTTPS and browser protections ----------------------------------------------------------
+# GARDEN_HTTPS (on in production): cookies only over HTTPS, plain HTTP redirected, HSTS.
+# GARDEN_BEHIND_PROXY: trust X-Forwarded-Proto from the TLS-terminating proxy in front (only
+# when that proxy sets it and clients cannot reach garden around it).
+GARDEN_HTTPS = env.bool("GARDEN_HTTPS", default=PRODUCTION)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = GARDEN_HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SECURE_SSL_REDIRECT = GARDEN_HTTPS
+SECURE_HSTS_SECONDS = env.int("GARDEN_HSTS_SECONDS", default=31_536_000 if GARDEN_HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("GARDEN_HSTS_INCLUDE_SUBDOMAINS", default=GARDEN_HTTPS)
+SECURE_HSTS_PRELOAD = env.bool("GARDEN_HSTS_PRELOAD", default=False)
+if env.bool("GARDEN_BEHIND_PROXY", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+# Preloading a domain into browsers is the operator's decision (hstspreload.org), not a default.
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD or not GARDEN_HTTPS else ["security.W021"]
+
+# The dashboard's Content Security Policy (django-csp): scripts and connections from the site
+# only; style attributes are allowed (faces carry their colour in one).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+        "base-uri": ["'self'"],
+        "object-src": ["'none'"],
+    },
+}
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -76,6 +109,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"

@@ -6,4 +6,4 @@ class GardenConfig(AppConfig):
     verbose_name = "garden"
 
     def ready(self) -> None:
-        from . import signals  # noqa: F401
+        from . import checks, signals  # noqa: F401

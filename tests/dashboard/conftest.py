@@ -89,7 +89,8 @@ def chromium() -> Iterator[Any]:
 @pytest.fixture
 def open_page(chromium, dashboard_server, transactional_db) -> Iterator[Callable[..., Any]]:
     """``open_page(user, path)``: a fresh browser context signed in as ``user`` (a session
-    cookie made by Django's test client), at ``path``. Console errors fail the test."""
+    cookie made by Django's test client), at ``path``. Page errors and Content Security Policy
+    violations fail the test."""
     from django.test import Client
     from playwright.sync_api import expect
 
@@ -110,6 +111,9 @@ def open_page(chromium, dashboard_server, transactional_db) -> Iterator[Callable
                                   "url": dashboard_server.url}])
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
+        # The Content Security Policy holds on every page a test opens: a violation fails it.
+        page.on("console", lambda msg: errors.append(f"CSP: {msg.text}")
+                if "Content Security Policy" in msg.text else None)
         page.goto(path)
         return page
 

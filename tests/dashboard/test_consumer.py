@@ -91,3 +91,30 @@ def test_the_full_stack_reads_the_session(owner, stranger):
 
     assert open_as(stranger) == (True, {"type": "websocket.close", "code": 4403})
     assert open_as(owner) == (True, None)
+
+
+@pytest.mark.parametrize(("origin", "opens"), [
+    (b"http://testserver", True),
+    (b"http://evil.example", False),
+    (b"http://testserver.evil.example", False),
+    (b"null", False),
+    (None, True),  # not a browser: it can only carry its own session
+])
+def test_another_sites_page_cannot_open_a_room(owner, settings, origin, opens):
+    """Even in development, where ALLOWED_HOSTS is '*'."""
+    settings.ALLOWED_HOSTS = ["*"]
+    group = household(owner)
+    client = Client()
+    client.force_login(owner)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+    headers = [(b"cookie", cookie.encode()), (b"host", b"testserver")]
+    if origin is not None:
+        headers.append((b"origin", origin))
+
+    async def run():
+        communicator = WebsocketCommunicator(application, f"/ws/groups/{group.pk}/", headers=headers)
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return connected
+
+    assert async_to_sync(run)() is opens
