@@ -298,6 +298,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- garden ---------------------------------------------------------------------------------
 
+# A 1:1 conversation is bounded before every call like a group room: the newest turns that fit.
+GARDEN_CHAT_CAP_CHARS = env.int("GARDEN_CHAT_CAP_CHARS", default=24_000)
+GARDEN_CHAT_MAX_TURNS = env.int("GARDEN_CHAT_MAX_TURNS", default=200)
 GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
 GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 
@@ -354,7 +357,8 @@ GARDEN_CALL_SLOT_RETRY_SECONDS = env.float("GARDEN_CALL_SLOT_RETRY_SECONDS", def
 #                    "groups": ["research"]}}
 # An account using one sends its key only to the credential's base_url (default: the
 # provider's public API). Owners never name an environment variable.
-GARDEN_CREDENTIALS = env.json("GARDEN_CREDENTIALS", default={})
+GARDEN_CREDENTIALS = (env.json("GARDEN_CREDENTIALS") if env.str("GARDEN_CREDENTIALS", default="").strip()
+                      else {})
 # Fernet keys (comma-separated, `python -c "from cryptography.fernet import Fernet;
 # print(Fernet.generate_key().decode())"`) for the keys owners paste: the first encrypts,
 # all decrypt; put a new key first and run `manage.py rotate_api_keys` to rotate. Unset in

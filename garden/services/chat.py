@@ -81,16 +81,62 @@ def conversation_post_owner_message(
     return message
 
 
+OMITTED = "[earlier turns of this conversation are omitted: they do not fit the cap]"
+
+
+def _chars(content: list[dict]) -> int:
+    return sum(len(str(b.get("text") or b.get("content") or b.get("arguments") or ""))
+               for b in content)
+
+
+def _clipped(content: list[dict], keep: int) -> list[dict]:
+    """``content`` with each text and tool result cut to ``keep`` characters, marked."""
+    out = []
+    for block in content:
+        field = "text" if block.get("type") == "text" else "content"
+        value = block.get(field)
+        if isinstance(value, str) and len(value) > keep:
+            block = {**block, field: f"{value[:keep]} [clipped {len(value) - keep:,} characters]"}
+        out.append(block)
+    return out
+
+
 def _request_for(conversation: Conversation, upto_seq: int) -> ChatRequest:
+    """The agent's view of its 1:1 conversation, bounded before every call like a group room:
+    the newest turns that fit GARDEN_CHAT_CAP_CHARS, read newest first (at most
+    GARDEN_CHAT_MAX_TURNS rows, so a long thread costs what a short one does), a turn larger
+    than half the cap clipped, and a marker where older turns were left out."""
     agent = conversation.agent
+    cap = settings.GARDEN_CHAT_CAP_CHARS
+    budget = max(0, cap - len(agent.instructions))
+    rows = (conversation.messages.filter(seq__lte=upto_seq).exclude(kind=Message.Kind.ACTIVITY)
+            .order_by("-seq").values_list("speaker_kind", "speaker_agent_id", "content")
+            [:settings.GARDEN_CHAT_MAX_TURNS + 1])
+    picked: list[tuple[str, int | None, list[dict]]] = []
+    omitted = False
+    for index, (speaker_kind, speaker_agent_id, content) in enumerate(rows):
+        if index == settings.GARDEN_CHAT_MAX_TURNS:
+            omitted = True
+            break
+        content = _clipped(content, cap // 2) if _chars(content) > cap // 2 else content
+        size = _chars(content)
+        if picked and size > budget:
+            omitted = True
+            break
+        budget -= size
+        picked.append((speaker_kind, speaker_agent_id, content))
+    picked.reverse()
     messages: list[ChatMessage] = []
-    for m in conversation.messages.filter(seq__lte=upto_seq).exclude(kind=Message.Kind.ACTIVITY):
-        if m.speaker_kind == Message.SpeakerKind.AGENT and m.speaker_agent_id == agent.pk:
-            role, blocks = "assistant", blocks_from_json(m.content)
-        elif m.speaker_kind == Message.SpeakerKind.OWNER:
-            role, blocks = "user", blocks_from_json(m.content)
+    if omitted:
+        messages.append(ChatMessage("user", (TextBlock(OMITTED),)))
+    for speaker_kind, speaker_agent_id, content in picked:
+        if speaker_kind == Message.SpeakerKind.AGENT and speaker_agent_id == agent.pk:
+            role, blocks = "assistant", blocks_from_json(content)
+        elif speaker_kind == Message.SpeakerKind.OWNER:
+            role, blocks = "user", blocks_from_json(content)
         else:
-            role, blocks = "user", (TextBlock(f"garden said: {m.text}"),)
+            text = "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+            role, blocks = "user", (TextBlock(f"garden said: {text}"),)
         if messages and messages[-1].role == role:
             messages[-1] = ChatMessage(role, messages[-1].content + blocks)
         else:

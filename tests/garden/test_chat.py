@@ -1,6 +1,9 @@
 """The 1:1 path through a real Celery worker: the reply is stored under the agent as speaker."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from garden.models import Agent, Message
 from garden.services.agents import agent_create, model_account_create
@@ -75,3 +78,40 @@ def test_a_removed_agent_cannot_be_addressed(owner):
         conversation_post_owner_message(owner=owner, conversation=conv, text="hi")
     assert err.value.code == "AGENT_CANNOT_RUN"
     assert conv.messages.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_long_conversation_is_bounded_before_the_call(owner, loopback_providers, settings):
+    """2,000 earlier turns of 1,000 characters: the model gets the newest that fit the cap, a
+    marker for the rest, and the question itself — never the whole thread."""
+    from garden.services.conversations import messages_append
+    from tests.garden.providers.httpserver import ScriptedServer
+
+    settings.GARDEN_CHAT_CAP_CHARS = 20_000
+    server = ScriptedServer()
+    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "Bounded."},
+                                    "finish_reason": "stop"}]})
+    try:
+        account = model_account_create(owner=owner, name="local", provider="openai", model="m",
+                                       base_url=f"{server.url}/v1", timeout_seconds=5)
+        agent = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
+        conv = conversation_create(owner=owner, agent=agent)
+        history = [Message(conversation=conv, speaker_kind="owner" if i % 2 == 0 else "agent",
+                           speaker_agent=None if i % 2 == 0 else agent,
+                           content=[{"type": "text", "text": f"turn {i} " + "x" * 990}])
+                   for i in range(2_000)]
+        messages_append(conversation_id=conv.pk, messages=history)
+        Message.objects.filter(conversation=conv).update(created_at=timezone.now() - timedelta(days=1))
+        question = conversation_post_owner_message(owner=owner, conversation=conv,
+                                                   text="And the total?")
+        reply = chat_reply(message_id=question.pk)
+    finally:
+        server.close()
+    assert reply.text == "Bounded."
+    sent = server.requests[0].body["messages"]
+    size = sum(len(m["content"] if isinstance(m["content"], str) else str(m["content"]))
+               for m in sent)
+    assert size <= 20_000
+    assert "omitted" in sent[0]["content"] and sent[0]["role"] == "user"
+    assert sent[-1] == {"role": "user", "content": "And the total?"}
+    assert "turn 1999 " in str(sent) and "turn 0 " not in str(sent)

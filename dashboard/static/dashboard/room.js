@@ -236,7 +236,11 @@
     budget.hidden = !r;
     stopButton.hidden = !r || !ACTIVE.has(r.state) || room.deleted;
     if (!r) return;
-    budget.replaceChildren(make("strong", { text: STATE_LABEL[r.state] || r.state }),
+    // Waiting for one of the owner's model-call slots is a state, not an error: say so.
+    const label = r.waiting_for === "calls_in_flight" && r.state === "running"
+      ? "Waiting for a free model slot (your other requests are using them)"
+      : STATE_LABEL[r.state] || r.state;
+    budget.replaceChildren(make("strong", { text: label }),
       meterPart("working", r.working_reserved, data.budget.working),
       meterPart("synthesis", r.synthesis_reserved, data.budget.synthesis));
   }
