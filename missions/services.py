@@ -3,8 +3,8 @@ each due run; conclude a run and have the gardener say so.
 
 A due run goes through the same path as the owner: a group mission is a GroupRequest made by
 ``request_create`` (same queue, same twelve calls, same approvals), an agent mission is an owner
-turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: owner row,
-group row, then mission row, then mission-run row.
+turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: group row,
+then mission row, then mission-run row; the owner row, when taken, last.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Writes for group requests: create from an owner message, stop, and the state changes of
-the coordinator loop. Lock order everywhere: group row before request row."""
+the coordinator loop. Lock order everywhere: group row before request row; the owner row, when
+taken, last."""
 
 from __future__ import annotations
 
@@ -208,13 +209,14 @@ def request_create(
     if not text:
         raise RequestError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
-        # The owner row first, then the group: the owner's queued count cannot race.
-        get_user_model().objects.select_for_update().filter(pk=group.owner_id).first()
         locked = Group.objects.select_for_update().filter(
             pk=group.pk, deleted_at__isnull=True
         ).first()
         if locked is None:
             raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
+        # The owner row last (a due mission holds the group and the mission before it comes
+        # here), so the owner's queued count cannot race across their groups.
+        get_user_model().objects.select_for_update().filter(pk=locked.owner_id).first()
         check_queue_room(group=locked)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
