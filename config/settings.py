@@ -311,6 +311,8 @@ GARDEN_PROVIDER_RETRY_SECONDS = env.float("GARDEN_PROVIDER_RETRY_SECONDS", defau
 # http.fetch: the whole fetch (every redirect hop, the body) within this many seconds, and at
 # most this many bytes of body read.
 GARDEN_TOOL_HTTP_TIMEOUT = env.float("GARDEN_TOOL_HTTP_TIMEOUT", default=20.0)
+# The account "Test" (one tiny call from the web process) waits at most this long.
+GARDEN_ACCOUNT_TEST_TIMEOUT = env.float("GARDEN_ACCOUNT_TEST_TIMEOUT", default=15.0)
 GARDEN_TOOL_HTTP_MAX_BYTES = env.int("GARDEN_TOOL_HTTP_MAX_BYTES", default=100_000)
 # A model's reply larger than this is refused unread (a provider's JSON is a few KB to a few MB).
 GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", default=8_000_000)

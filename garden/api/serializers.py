@@ -116,3 +116,9 @@ class ConversationInput(serializers.Serializer):
 
 class MessageInput(serializers.Serializer):
     text = serializers.CharField(max_length=20_000, trim_whitespace=True)
+
+
+class AccountTestOutput(serializers.Serializer):
+    ok = serializers.BooleanField()
+    code = serializers.CharField(allow_null=True, help_text="The named failure, when not ok.")
+    message = serializers.CharField()

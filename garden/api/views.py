@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from garden import selectors
 from garden.api.errors import ApiError
 from garden.api.serializers import (
+    AccountTestOutput,
     AgentInput,
     AgentOutput,
     ConversationInput,
@@ -28,6 +29,7 @@ from garden.services.agents import (
     agent_create,
     model_account_create,
     model_account_delete,
+    model_account_test,
     model_account_update,
 )
 from garden.services.chat import ChatError, conversation_post_owner_message
@@ -77,6 +79,20 @@ class ModelAccountDetailApi(APIView):
     def delete(self, request: Request, account_id: int) -> Response:
         model_account_delete(account=self._account(request, account_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ModelAccountTestApi(APIView):
+    # One model call, like posting a message.
+    throttle_scopes = {"POST": "messages"}
+
+    @extend_schema(request=None, responses=AccountTestOutput,
+                   description="Make one tiny call with the account and say, by name, whether it "
+                   "works (EGRESS_REFUSED, CREDENTIAL_NOT_ALLOWED, PROVIDER_REJECTED, …).")
+    def post(self, request: Request, account_id: int) -> Response:
+        account = selectors.model_account_list(owner=request.user).filter(pk=account_id).first()
+        if account is None:
+            raise not_found("model account")
+        return Response(AccountTestOutput(model_account_test(account=account)).data)
 
 
 class CredentialListApi(APIView):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -194,6 +194,36 @@ def model_account_update(
     account.full_clean()
     account.save()
     return account
+
+
+@dataclass(frozen=True)
+class AccountTestResult:
+    ok: bool
+    code: str | None
+    message: str
+
+
+def model_account_test(*, account: ModelAccount) -> AccountTestResult:
+    """Make one tiny call with ``account``, as a step would (its key, the egress policy, one of
+    the owner's call slots), bounded by GARDEN_ACCOUNT_TEST_TIMEOUT; say what happened by name.
+    Outside any request: it spends no group's budget."""
+    from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock, get_provider
+    from garden.selectors import account_config
+    from garden.slots import call_slot
+
+    try:
+        config = account_config(account)
+        config = replace(config, timeout=min(config.timeout, settings.GARDEN_ACCOUNT_TEST_TIMEOUT))
+        with call_slot(owner_id=account.owner_id) as free:
+            if not free:
+                return AccountTestResult(False, "CALLS_IN_FLIGHT", "All your model-call slots are "
+                                         "in use right now; try again in a moment.")
+            reply = get_provider(config).complete(ChatRequest(
+                system="", max_tokens=16,
+                messages=(ChatMessage("user", (TextBlock("Reply with the word OK."),)),)))
+    except ProviderError as exc:
+        return AccountTestResult(False, exc.code, str(exc)[:500])
+    return AccountTestResult(True, None, f"The model answered: {reply.text.strip()[:200]!r}")
 
 
 def model_account_delete(*, account: ModelAccount) -> None:

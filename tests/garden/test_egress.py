@@ -260,3 +260,20 @@ def test_a_provider_that_never_finishes_is_cut_at_the_accounts_timeout(owner, se
                                    base_url=f"{server.url}/v1", timeout_seconds=1)
     reply = chat_reply(message_id=_one_to_one(owner, account).pk)
     assert reply.kind == "notice" and "PROVIDER_TIMEOUT" in reply.text
+
+
+@pytest.mark.django_db
+def test_the_account_test_names_the_refusal_and_the_success(api, owner, server, settings,
+                                                             stranger, connects):
+    forced = ModelAccount.objects.create(owner=owner, name="old", provider="openai", model="m",
+                                         base_url=f"{server.url}/v1", timeout_seconds=5)
+    refused = api.post(f"/api/model-accounts/{forced.pk}/test").json()
+    assert refused["ok"] is False and refused["code"] == "EGRESS_REFUSED"
+    assert server.requests == [] and connects == []
+    settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
+    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "OK"},
+                                    "finish_reason": "stop"}]})
+    works = api.post(f"/api/model-accounts/{forced.pk}/test").json()
+    assert works == {"ok": True, "code": None, "message": "The model answered: 'OK'"}
+    theirs = ModelAccount.objects.create(owner=stranger, name="x", provider="openai", model="m")
+    assert api.post(f"/api/model-accounts/{theirs.pk}/test").status_code == 404
