@@ -314,6 +314,11 @@ GARDEN_TOOL_HTTP_TIMEOUT = env.float("GARDEN_TOOL_HTTP_TIMEOUT", default=20.0)
 # The account "Test" (one tiny call from the web process) waits at most this long.
 GARDEN_ACCOUNT_TEST_TIMEOUT = env.float("GARDEN_ACCOUNT_TEST_TIMEOUT", default=15.0)
 GARDEN_TOOL_HTTP_MAX_BYTES = env.int("GARDEN_TOOL_HTTP_MAX_BYTES", default=100_000)
+# The tools of one model reply: at most this many run, within this many seconds together (so a
+# step is at most one model call plus this; both stay well inside the soft time limit).
+GARDEN_MAX_TOOL_CALLS_PER_REPLY = env.int("GARDEN_MAX_TOOL_CALLS_PER_REPLY", default=8)
+GARDEN_TOOLS_SECONDS_PER_STEP = env.float("GARDEN_TOOLS_SECONDS_PER_STEP",
+                                          default=GARDEN_MODEL_CALL_TIMEOUT)
 # A model's reply larger than this is refused unread (a provider's JSON is a few KB to a few MB).
 GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", default=8_000_000)
 

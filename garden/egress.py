@@ -16,12 +16,17 @@ URL, ``http.fetch``) goes through one client built here.
 
 from __future__ import annotations
 
+import http.cookiejar
 import ipaddress
 import os
+import re
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -44,6 +49,8 @@ METADATA_NETWORKS: tuple[Network, ...] = (
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS over IPv6
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+# The longest a name lookup may take, within the request's own deadline.
+DNS_TIMEOUT = 5.0
 _ULA = ipaddress.ip_network("fc00::/7")
 
 
@@ -57,52 +64,67 @@ class EgressRefused(Exception):
         self.message = message
 
 
-class BodyTooLarge(Exception):
-    """A response body past the byte cap; the rest was not read."""
-
-    code = "RESPONSE_TOO_LARGE"
-
-
 # --- the policy -----------------------------------------------------------------------------
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
 
 
 @dataclass(frozen=True)
 class Allowlist:
-    """What the operator allows beyond public addresses: host names and networks."""
+    """What the operator allows beyond public addresses: host names, ``*.suffix`` wildcards and
+    networks, each on any port or on one port (``ollama.internal:11434``)."""
 
-    hosts: frozenset[str] = frozenset()
-    suffixes: tuple[str, ...] = ()
-    networks: tuple[Network, ...] = ()
+    hosts: frozenset[tuple[str, int | None]] = frozenset()
+    suffixes: tuple[tuple[str, int | None], ...] = ()
+    networks: tuple[tuple[Network, int | None], ...] = ()
 
-    def names(self, host: str) -> bool:
+    def names(self, host: str, port: int) -> bool:
         host = host.lower().rstrip(".")
-        return host in self.hosts or any(host.endswith(s) for s in self.suffixes)
+        return any(h == host and p in (None, port) for h, p in self.hosts) or any(
+            host.endswith(s) and p in (None, port) for s, p in self.suffixes)
 
-    def holds(self, address: Address) -> bool:
-        return any(address in net for net in self.networks if net.version == address.version)
+    def holds(self, address: Address, port: int) -> bool:
+        return any(address in net and p in (None, port) for net, p in self.networks
+                   if net.version == address.version)
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """``host:port``, ``[v6]:port`` or ``10.0.0.0/8:port``; a bare IPv6 address keeps its colons."""
+    if entry.startswith("["):
+        inside, _, rest = entry[1:].partition("]")
+        return inside, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    head, sep, tail = entry.rpartition(":")
+    if sep and tail.isdigit() and ":" not in head:
+        return head, int(tail)
+    return entry, None
 
 
 def parse_allowlist(entries: Sequence[str]) -> Allowlist:
-    """``["10.0.0.0/8", "192.168.1.20", "ollama.internal", "*.corp.example"]``; raises
-    ValueError naming a malformed entry."""
-    hosts: set[str] = set()
-    suffixes: list[str] = []
-    networks: list[Network] = []
+    """``["10.0.0.0/8", "192.168.1.20:8000", "ollama.internal:11434", "*.corp.example"]``;
+    raises ValueError naming a malformed entry."""
+    hosts: set[tuple[str, int | None]] = set()
+    suffixes: list[tuple[str, int | None]] = []
+    networks: list[tuple[Network, int | None]] = []
     for raw in entries:
         entry = raw.strip().lower()
         if not entry:
             continue
+        value, port = _split_port(entry)
+        if port is not None and not 0 < port < 65536:
+            raise ValueError(f"not a port: {raw!r}")
         try:
-            networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
+            networks.append((ipaddress.ip_network(value, strict=False), port))
             continue
         except ValueError:
             pass
-        if entry.startswith("*."):
-            suffixes.append(entry[1:].rstrip("."))
-        elif all(part.isalnum() or "-" in part for part in entry.rstrip(".").split(".")):
-            hosts.add(entry.rstrip("."))
-        else:
+        name = value[2:] if value.startswith("*.") else value
+        if not _HOST_NAME.match(name.rstrip(".")):
             raise ValueError(f"not a host name, address or network: {raw!r}")
+        if value.startswith("*."):
+            suffixes.append(("." + name.rstrip("."), port))
+        else:
+            hosts.add((name.rstrip("."), port))
     return Allowlist(frozenset(hosts), tuple(suffixes), tuple(networks))
 
 
@@ -150,6 +172,8 @@ def refusal_reason(address: Address) -> str | None:
             return "a multicast address"
         if isinstance(candidate, ipaddress.IPv6Address) and candidate in _ULA:
             return "a unique-local address"
+        if isinstance(candidate, ipaddress.IPv6Address) and candidate.is_site_local:
+            return "a site-local address"
         if candidate.is_private:
             return "a private address"
         if candidate.is_reserved or not candidate.is_global:
@@ -157,10 +181,26 @@ def refusal_reason(address: Address) -> str | None:
     return None
 
 
+_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
+
+
 def resolve(host: str, port: int) -> list[Address]:
-    """Every address ``host`` resolves to for a TCP connection, in the resolver's order."""
+    """Every address ``host`` resolves to for a TCP connection, in the resolver's order. The
+    lookup waits no longer than the current deadline (a slow name server would otherwise add
+    its own timeouts to every hop)."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        ipaddress.ip_address(host)
+        literal = True
+    except ValueError:
+        literal = False
+    try:
+        if literal:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        else:
+            lookup = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+            infos = lookup.result(timeout=_clamp(DNS_TIMEOUT, httpcore.ConnectTimeout))
+    except FutureTimeout as exc:
+        raise httpcore.ConnectTimeout(f"resolving {host!r} took too long") from exc
     except (socket.gaierror, UnicodeError) as exc:
         raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
     seen: dict[Address, None] = {}
@@ -174,7 +214,7 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
     resolves to any address the policy refuses (a mixed answer is refused whole)."""
     allow = allowlist_for(purpose)
     host = host.strip("[]")
-    if allow.names(host):
+    if allow.names(host, port):
         return resolve(host, port)
     name = host.lower().rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
@@ -184,7 +224,7 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
     addresses = resolve(host, port)
     for address in addresses:
         reason = refusal_reason(address)
-        if reason and not allow.holds(address):
+        if reason and not allow.holds(address, port):
             shown = host if host == str(address) else f"{host} ({address})"
             raise EgressRefused(
                 f"{shown} is {reason}; garden does not connect there unless the operator "
@@ -204,6 +244,10 @@ def check_url(url: str, purpose: Purpose) -> None:
     parsed = httpx.URL(url)
     if parsed.scheme not in ("http", "https"):
         raise EgressRefused(f"{parsed.scheme or 'this'} URLs are not fetched; use http or https.")
+    if parsed.userinfo:
+        raise EgressRefused("the URL may not carry a user name or password.")
+    if purpose == "provider" and (parsed.query or parsed.fragment or "?" in url or "#" in url):
+        raise EgressRefused("a base URL has no query or fragment.")
     host = parsed.host
     if not host:
         raise EgressRefused("the URL has no host.")
@@ -229,9 +273,12 @@ _deadline: ContextVar[float | None] = ContextVar("egress_deadline", default=None
 
 @contextmanager
 def deadline(seconds: float) -> Iterator[None]:
-    """Bound every connect, read and write of the requests made in this block by a total of
-    ``seconds`` (httpx's own timeouts apply per phase, so a slow server could stretch them)."""
-    token = _deadline.set(time.monotonic() + seconds)
+    """Bound every lookup, connect, read and write of the requests made in this block by a
+    total of ``seconds`` (httpx's own timeouts apply per phase, so a slow server could stretch
+    them); inside an outer deadline, the earlier end wins."""
+    end = time.monotonic() + seconds
+    outer = _deadline.get()
+    token = _deadline.set(end if outer is None else min(outer, end))
     try:
         yield
     finally:
@@ -306,13 +353,16 @@ class EgressBackend(httpcore.NetworkBackend):
 
 
 def build_client(purpose: Purpose, *, verify: Any = True, follow_redirects: bool = False,
-                 max_redirects: int = 5, keepalive_expiry: float = 5.0,
-                 cookies: Any = None) -> httpx.Client:
+                 max_redirects: int = 5, keepalive_expiry: float = 5.0) -> httpx.Client:
     """An httpx client whose every connection passes the egress policy for ``purpose``.
 
-    Environment proxies are ignored (``trust_env=False``): a proxy would be the address
-    checked, not the destination.
+    - It keeps no cookies: one process's client serves every owner, and nothing a server sets
+      for one owner's request may ride along with another's.
+    - It asks for bodies unencoded (``read_capped`` unpacks gzip/deflate itself, bounded).
+    - Environment proxies are ignored (``trust_env=False``): a proxy would be the address
+      checked, not the destination.
     """
+    no_cookies = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
     transport = httpx.HTTPTransport(verify=verify)
     # httpx builds its pool without a way to pass a network backend; the pool is rebuilt with
     # the same SSL context and ours. (httpx is pinned; the attribute is stable in 0.28.)
@@ -323,7 +373,8 @@ def build_client(purpose: Purpose, *, verify: Any = True, follow_redirects: bool
         network_backend=EgressBackend(purpose),
     )
     return httpx.Client(transport=transport, follow_redirects=follow_redirects,
-                        max_redirects=max_redirects, trust_env=False, cookies=cookies)
+                        max_redirects=max_redirects, trust_env=False, cookies=no_cookies,
+                        headers={"Accept-Encoding": "identity"})
 
 
 _clients: dict[tuple[int, str], httpx.Client] = {}
@@ -343,14 +394,30 @@ def shared(purpose: Purpose, factory) -> httpx.Client:
     return client
 
 
+_DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
 def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to ``max_bytes`` of the (decoded) body of a streamed response, and whether more was
-    left unread; the connection is closed rather than drained."""
+    """Up to ``max_bytes`` of the body of a streamed response, and whether more was left
+    unread; the connection is closed rather than drained. A body sent gzip- or
+    deflate-encoded anyway is unpacked here, never past the cap (a few hundred bytes of gzip
+    can unpack to gigabytes); any other encoding is refused."""
+    encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",")
+                 if e.strip() and e.strip().lower() != "identity"]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
+        raise EgressRefused(f"the response is encoded as {', '.join(encodings)}, which garden "
+                            "does not unpack.")
+    unpack = zlib.decompressobj(_DECODERS[encodings[0]]) if encodings else None
     parts: list[bytes] = []
     size = 0
-    for chunk in response.iter_bytes():
+    for chunk in response.iter_raw():
+        if unpack is not None:
+            try:
+                chunk = unpack.decompress(chunk, max_bytes + 1 - size)
+            except zlib.error as exc:
+                raise EgressRefused(f"the response's {encodings[0]} body is corrupt.") from exc
         parts.append(chunk)
         size += len(chunk)
-        if size > max_bytes:
+        if size > max_bytes or (unpack is not None and unpack.unconsumed_tail):
             return b"".join(parts)[:max_bytes], True
     return b"".join(parts), False

@@ -66,14 +66,6 @@ def slot_release(*, owner_id: int, token: str) -> None:
         _local.get(owner_id, {}).pop(token, None)
 
 
-def slots_in_use(*, owner_id: int) -> int:
-    now = time.time()
-    if settings.REDIS_URL:
-        return int(redis_client().zcount(_key(owner_id), now, "+inf"))
-    with _local_lock:
-        return sum(1 for exp in _local.get(owner_id, {}).values() if exp > now)
-
-
 @contextmanager
 def call_slot(*, owner_id: int) -> Iterator[bool]:
     """Hold one of the owner's slots for the block; yields False (holding none) when all are

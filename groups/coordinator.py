@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from garden import events
+from garden import egress, events
 from garden.models import Agent, Approval, Message
 from garden.providers import (
     ChatReply,
@@ -224,6 +224,8 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
     with call_slot(owner_id=room.group.owner_id) as free:
         if not free:
             return _wait_for_call_slot(room, attempt=attempt, first_at=first_at)
+        if request.waiting_for:
+            _stop_waiting(room)
         reservation = budget.reserve_call(request_id=request.pk, purpose=purpose,
                                           agent_id=speaker.pk, fence=room.fence, attempt=attempt)
         if reservation is None:
@@ -258,10 +260,20 @@ def _wait_for_call_slot(room: Room, *, attempt: int, first_at: float) -> str:
             request.save(update_fields=["waiting_for", "updated_at"])
             events.send_event_on_commit(channel=room.channel, event=request_event(request))
         pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)
-        # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*).
+        # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*):
+        # the window starts again when the step runs.
         enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk, attempt=attempt,
-                               first_at=first_at if attempt > 1 else None, countdown=pause)
+                               countdown=pause)
     return "waiting"
+
+
+def _stop_waiting(room: Room) -> None:
+    """The step has its slot: the request no longer waits (one conditional write, only for a
+    request that was waiting)."""
+    with _fenced(room):
+        room.request.waiting_for = ""
+        room.request.save(update_fields=["waiting_for", "updated_at"])
+        events.send_event_on_commit(channel=room.channel, event=request_event(room.request))
 
 
 def _dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
@@ -427,9 +439,6 @@ def _complete_step(room: Room, queue: list[Contribution], **changes: Any) -> Non
     request.queue = [c.to_json() for c in queue]
     request.completed_fence = room.fence
     fields = ["queue", "completed_fence", "updated_at"]
-    if request.waiting_for:
-        request.waiting_for = ""
-        fields.append("waiting_for")
     for name, value in changes.items():
         setattr(request, name, value)
         fields.append(name)
@@ -486,7 +495,14 @@ def _record(room: Room, speaker: Agent, purpose: str, reservation: CallReservati
         room.request.queue = [c.to_json() for c in queue]
         room.request.save(update_fields=["queue", "updated_at"])
     release_connection()
-    outcomes = [(call, _run_tool(room, speaker, call)) for call in pending]
+    # One time budget for all of a reply's tools (what they fetch shares one deadline), and a
+    # cap on how many run: a model the owner points anywhere cannot keep the step alive.
+    most = settings.GARDEN_MAX_TOOL_CALLS_PER_REPLY
+    too_many = ToolOutcome(f"NOT_RUN: at most {most} tool calls run per reply.", is_error=True,
+                           code="NOT_RUN")
+    with egress.deadline(settings.GARDEN_TOOLS_SECONDS_PER_STEP):
+        outcomes = [(call, _run_tool(room, speaker, call) if i < most else too_many)
+                    for i, call in enumerate(pending)]
     limit = oversized_limit(room.group.room_cap_chars)
     with _fenced(room):
         blocks: list[dict] = []

@@ -4,7 +4,7 @@ each due run; conclude a run and have the gardener say so.
 A due run goes through the same path as the owner: a group mission is a GroupRequest made by
 ``request_create`` (same queue, same twelve calls, same approvals), an agent mission is an owner
 turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: group row,
-then mission row, then mission-run row; the owner row, when taken, last.
+then mission row, then mission-run row; an owner's quota lock, when taken, last.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
@@ -25,6 +24,7 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 
 from garden.errors import QuotaExceeded
 from garden.models import Agent, Conversation, Goal, Message, Run
+from garden.quotas import quota_hold
 from garden.services.chat import ChatError, conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.services.runs import goal_conclude, goal_create, run_finish, run_start
@@ -151,10 +151,12 @@ def crontab_min_gap_seconds(schedule: Schedule) -> int:
 
 
 def check_mission_quota(*, owner: AbstractBaseUser) -> None:
+    """After the new mission is written: refuse it past the owner's limit (takes the owner's
+    quota lock, last)."""
     limit = settings.GARDEN_MAX_MISSIONS_PER_OWNER
-    if Mission.objects.filter(owner=owner).count() >= limit:
-        raise QuotaExceeded("MISSION_LIMIT", f"You have {limit} missions, the limit on this site; "
-                            "delete one to make another.")
+    quota_hold(owner_id=owner.pk, limit=limit, count=Mission.objects.filter(owner=owner).count,
+               refusal=lambda: QuotaExceeded("MISSION_LIMIT", f"You have {limit} missions, the "
+                                             "limit on this site; delete one to make another."))
 
 
 # --- the beat entry -------------------------------------------------------------------------
@@ -224,8 +226,6 @@ def mission_create(
     ``{"mission_id": id}``) in one transaction; a refusal writes nothing."""
     check_schedule(schedule)
     with transaction.atomic():
-        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
-        check_mission_quota(owner=owner)
         target = check_target(owner=owner, target_type=target_type, target_id=target_id)
         origin = (check_origin(owner=owner, conversation_id=origin_conversation_id)
                   if origin_conversation_id is not None else None)
@@ -238,6 +238,7 @@ def mission_create(
         )
         mission.periodic_task = _periodic_task_save(mission, schedule)
         mission.save(update_fields=["periodic_task"])
+        check_mission_quota(owner=owner)
     return mission
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import email.utils
 import functools
-import http.cookiejar
 import json
 import ssl
 import time
@@ -120,13 +119,8 @@ def shared_client() -> httpx.Client:
       provider answer sets may ride along with another's call.
     - It never follows redirects: a provider answers where it was asked.
     """
-    def build() -> httpx.Client:
-        no_cookies = http.cookiejar.CookieJar(
-            http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        return egress.build_client("provider", verify=_tls_context(), keepalive_expiry=4.0,
-                                   cookies=no_cookies)
-
-    return egress.shared("provider", build)
+    return egress.shared("provider", lambda: egress.build_client(
+        "provider", verify=_tls_context(), keepalive_expiry=4.0))
 
 
 def post_json(
@@ -137,14 +131,13 @@ def post_json(
     *,
     provider: str,
     timeout: float,
-    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError.
 
     ``timeout`` bounds the whole call (connect, send, wait, read), not each phase; the reply
-    is read up to ``max_bytes`` (GARDEN_PROVIDER_MAX_REPLY_BYTES).
+    is read up to GARDEN_PROVIDER_MAX_REPLY_BYTES.
     """
-    cap = max_bytes if max_bytes is not None else settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
+    cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
     try:
         with egress.deadline(timeout), client.stream(
             "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
@@ -154,6 +147,10 @@ def post_json(
         raise EgressRefusedError(f"{provider}: {exc.message}") from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise ProviderConfigError(f"{provider}: unusable base URL {url!r}: {exc}") from exc
+    except UnicodeError:
+        # A header (the key) that is not ASCII: nothing was sent.
+        raise ProviderConfigError(f"{provider}: the account's key or a header is not ASCII "
+                                  "text") from None
     except httpx.HTTPError as exc:
         raise classify_exception(exc, provider) from exc
     status = response.status_code

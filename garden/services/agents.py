@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -15,8 +17,13 @@ from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
 from garden.providers.scripted import options_problem
 from garden.providers.types import CredentialError
+from garden.quotas import quota_hold
+
+log = logging.getLogger(__name__)
 
 MAX_OPTIONS_BYTES = 65_536
+# What an HTTP header can carry: a key outside it would fail every call.
+_KEY_TEXT = re.compile(r"[\x21-\x7e]{1,4096}")
 
 
 class AccountError(ServiceError):
@@ -81,6 +88,9 @@ def model_account_check(
     if credential and api_key:
         raise AccountError("ONE_KEY_SOURCE", "Give a credential or a key, not both.",
                            field="api_key")
+    if api_key and not _KEY_TEXT.fullmatch(api_key):
+        raise AccountError("INVALID_KEY", "A key is printable ASCII text without spaces.",
+                           field="api_key")
     try:
         if credential:
             credentials.credential_check(user=owner, name=credential, provider=provider,
@@ -139,17 +149,20 @@ def model_account_create(
         owner=owner, provider=provider, model=model, base_url=base_url, credential=credential,
         api_key=api_key, options=options, timeout_seconds=timeout_seconds, staff=staff,
     )
-    limit = settings.GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER
-    if ModelAccount.objects.filter(owner=owner).count() >= limit:
-        raise QuotaExceeded("ACCOUNT_LIMIT", f"You have {limit} model accounts, the limit on "
-                            "this site; delete one first.")
     account = ModelAccount(
         owner=owner, name=name, provider=provider, model=model, base_url=base_url,
         credential=checked.credential, api_key_encrypted=checked.api_key_encrypted,
         timeout_seconds=timeout_seconds, options=options or {},
     )
     account.full_clean()
-    account.save()
+    limit = settings.GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER
+    with transaction.atomic():
+        account.save()
+        quota_hold(owner_id=owner.pk, limit=limit,
+                   count=ModelAccount.objects.filter(owner=owner).count,
+                   refusal=lambda: QuotaExceeded("ACCOUNT_LIMIT", f"You have {limit} model "
+                                                 "accounts, the limit on this site; delete one "
+                                                 "first."))
     return account
 
 
@@ -183,17 +196,23 @@ def model_account_update(
                                                                       account.timeout_seconds),
         account=account,
     )
-    account.name = pick(name, account.name)
-    account.model = pick(model, account.model)
-    account.base_url = pick(base_url, account.base_url)
-    account.timeout_seconds = pick(timeout_seconds, account.timeout_seconds)
-    account.options = pick(options, account.options)
-    account.credential = checked.credential
-    account.api_key_encrypted = checked.api_key_encrypted
-    account.legacy_secret_ref = checked.legacy_secret_ref
-    account.full_clean()
-    account.save()
-    return account
+    with transaction.atomic():
+        # Locked and re-read: a key rotation running at the same time is neither lost nor
+        # overwritten with the token it replaced.
+        locked = ModelAccount.objects.select_for_update().get(pk=account.pk)
+        if api_key is None and not clear_api_key and not new_credential:
+            checked = replace(checked, api_key_encrypted=locked.api_key_encrypted)
+        locked.name = pick(name, account.name)
+        locked.model = pick(model, account.model)
+        locked.base_url = pick(base_url, account.base_url)
+        locked.timeout_seconds = pick(timeout_seconds, account.timeout_seconds)
+        locked.options = pick(options, account.options)
+        locked.credential = checked.credential
+        locked.api_key_encrypted = checked.api_key_encrypted
+        locked.legacy_secret_ref = checked.legacy_secret_ref
+        locked.full_clean()
+        locked.save()
+    return locked
 
 
 @dataclass(frozen=True)
@@ -222,8 +241,27 @@ def model_account_test(*, account: ModelAccount) -> AccountTestResult:
                 system="", max_tokens=16,
                 messages=(ChatMessage("user", (TextBlock("Reply with the word OK."),)),)))
     except ProviderError as exc:
-        return AccountTestResult(False, exc.code, str(exc)[:500])
+        # The code and what kind of failure it was; never the body a server sent back (an
+        # allowed internal host must not become a way to read its answers).
+        return AccountTestResult(False, exc.code, _TEST_MESSAGES.get(
+            exc.code, f"The call failed ({exc.code}{f', HTTP {exc.status}' if exc.status else ''})."))
+    except Exception:  # the test answers by name whatever happens; the log has the rest
+        log.exception("model account %s test failed", account.pk)
+        return AccountTestResult(False, "TEST_FAILED", "The test could not be made.")
     return AccountTestResult(True, None, f"The model answered: {reply.text.strip()[:200]!r}")
+
+
+_TEST_MESSAGES = {
+    "EGRESS_REFUSED": "The base URL is an address this site does not connect to; the operator "
+                      "can allow it (GARDEN_EGRESS_ALLOW_PROVIDERS).",
+    "CREDENTIAL_NOT_ALLOWED": "This key reference is not one of the operator's credentials "
+                              "available to you.",
+    "CREDENTIAL_UNAVAILABLE": "The operator's credential has no key on this site.",
+    "CREDENTIAL_BASE_URL_MISMATCH": "The operator's credential may not be sent to this base URL.",
+    "KEY_UNREADABLE": "The stored key cannot be decrypted; paste it again.",
+    "PROVIDER_TIMEOUT": "The model did not answer in time.",
+    "PROVIDER_REJECTED": "The provider refused the call (a wrong key, model or quota?).",
+}
 
 
 def model_account_delete(*, account: ModelAccount) -> None:
@@ -273,18 +311,19 @@ def agent_create(
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``."""
-    limit = settings.GARDEN_MAX_AGENTS_PER_OWNER
-    if Agent.objects.filter(owner=owner, removed_at__isnull=True).count() >= limit:
-        raise QuotaExceeded("AGENT_LIMIT", f"You have {limit} agents, the limit on this site; "
-                            "remove one to make another.")
     agent = Agent(
         owner=owner, handle=handle, name=name, model_account=model_account,
         instructions=instructions, colour=colour, enabled_tools=enabled_tools or [],
         approval_tools=approval_tools or [],
     )
     agent.full_clean()
+    limit = settings.GARDEN_MAX_AGENTS_PER_OWNER
     with transaction.atomic():
         agent.save()
         if delegation_allowlist:
             agent.delegation_allowlist.set(delegation_allowlist)
+        quota_hold(owner_id=owner.pk, limit=limit,
+                   count=Agent.objects.filter(owner=owner, removed_at__isnull=True).count,
+                   refusal=lambda: QuotaExceeded("AGENT_LIMIT", f"You have {limit} agents, the "
+                                                 "limit on this site; remove one to make another."))
     return agent

@@ -26,6 +26,7 @@ from garden.providers import (
     TextBlock,
     get_provider,
 )
+from garden.quotas import quota_hold
 from garden.selectors import account_config
 from garden.services.conversations import message_append, text_block
 from garden.slots import call_slot
@@ -66,17 +67,17 @@ def conversation_post_owner_message(
         conversation__owner_id=owner.pk, conversation__agent__isnull=False,
         speaker_kind=Message.SpeakerKind.OWNER, replies__isnull=True,
         created_at__gte=timezone.now() - timedelta(minutes=10),
-    ).count()
+    )
     limit = settings.GARDEN_MAX_QUEUED_PER_OWNER
-    if waiting >= limit:
-        raise QuotaExceeded("QUEUE_FULL", f"You already have {limit} messages waiting for a "
-                            "reply, the limit on this site; wait for them first.",
-                            field="text", status=429)
     with transaction.atomic():
         message = message_append(
             conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
             content=[text_block(text)],
         )
+        quota_hold(owner_id=owner.pk, count=waiting.count, limit=limit,
+                   refusal=lambda: QuotaExceeded(
+                       "QUEUE_FULL", f"You already have {limit} messages waiting for a reply, "
+                       "the limit on this site; wait for them first.", field="text", status=429))
         transaction.on_commit(lambda: chat_reply.delay(message.pk))
     return message
 

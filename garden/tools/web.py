@@ -35,8 +35,7 @@ HTTP_FETCH = register(Tool(
 
 
 def _client() -> httpx.Client:
-    return egress.shared("tool", lambda: egress.build_client(
-        "tool", follow_redirects=True, max_redirects=MAX_REDIRECTS))
+    return egress.shared("tool", lambda: egress.build_client("tool"))
 
 
 def _failed(code: str, message: str) -> ToolOutcome:
@@ -46,16 +45,23 @@ def _failed(code: str, message: str) -> ToolOutcome:
 def http_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     limit = settings.GARDEN_TOOL_HTTP_TIMEOUT
     cap = settings.GARDEN_TOOL_HTTP_MAX_BYTES
+    url = args["url"]
     try:
-        egress.check_url(args["url"], "tool")
-        with egress.deadline(limit), _client().stream(
-            "GET", args["url"], timeout=httpx.Timeout(limit)
-        ) as response:
-            raw, clipped = egress.read_capped(response, cap)
+        with egress.deadline(limit):
+            # Redirects are followed here, hop by hop, so that a redirect's own body is never
+            # read (httpx would read and unpack it whole) and every hop is checked again.
+            for _hop in range(MAX_REDIRECTS + 1):
+                egress.check_url(url, "tool")
+                with _client().stream("GET", url, timeout=httpx.Timeout(limit)) as response:
+                    if response.is_redirect and response.next_request is not None:
+                        url = str(response.next_request.url)
+                        continue
+                    raw, clipped = egress.read_capped(response, cap)
+                    break
+            else:
+                return _failed("FETCH_FAILED", f"more than {MAX_REDIRECTS} redirects.")
     except egress.EgressRefused as exc:
         return _failed(exc.code, exc.message)
-    except httpx.TooManyRedirects:
-        return _failed("FETCH_FAILED", f"more than {MAX_REDIRECTS} redirects.")
     except httpx.TimeoutException:
         return _failed("FETCH_TIMEOUT", f"the fetch did not finish within {limit:g} s.")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:

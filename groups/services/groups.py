@@ -18,6 +18,7 @@ from django.utils import timezone
 from garden import events
 from garden.errors import QuotaExceeded
 from garden.models import Agent, Conversation, MemoryNote
+from garden.quotas import quota_hold
 from groups import rules
 from groups.models import Group, Membership
 from groups.services.requests import request_stop_active
@@ -146,13 +147,14 @@ def group_create(
         )
         if not result.ok:
             raise GroupRulesBroken(result.errors)
-        limit = settings.GARDEN_MAX_GROUPS_PER_OWNER
-        if Group.objects.filter(owner=owner, deleted_at__isnull=True).count() >= limit:
-            raise QuotaExceeded("GROUP_LIMIT", f"You have {limit} groups, the limit on this site; "
-                                "delete one to make another.")
         shape = result.shape
         group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
         _set_members(group, shape.members)
+        limit = settings.GARDEN_MAX_GROUPS_PER_OWNER
+        quota_hold(owner_id=owner.pk, limit=limit,
+                   count=Group.objects.filter(owner=owner, deleted_at__isnull=True).count,
+                   refusal=lambda: QuotaExceeded("GROUP_LIMIT", f"You have {limit} groups, the "
+                                                 "limit on this site; delete one to make another."))
         _push(group, change="created")
     return group
 

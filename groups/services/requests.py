@@ -1,11 +1,10 @@
 """Writes for group requests: create from an owner message, stop, and the state changes of
-the coordinator loop. Lock order everywhere: group row before request row; the owner row, when
-taken, last."""
+the coordinator loop. Lock order everywhere: group row before request row; an owner's quota
+lock (garden/quotas.py), when taken, last."""
 
 from __future__ import annotations
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -13,6 +12,7 @@ from django.utils import timezone
 from garden import events
 from garden.errors import QuotaExceeded
 from garden.models import Approval, Message
+from garden.quotas import quota_hold
 from garden.services.conversations import message_append, text_block
 from groups.models import Group, GroupRequest
 from groups.signals import request_finished
@@ -178,21 +178,22 @@ def group_conversation_open(*, group: Group):
 
 
 def check_queue_room(*, group: Group) -> None:
-    """Refuse a new request when the group's or its owner's queue is full (429, the limit in the
-    message). Caller holds FOR UPDATE on the owner row and the group row."""
+    """Hold the group's and its owner's queues to their limits, counting the request just
+    added (429 QUEUE_FULL, the limit in the message). Caller holds FOR UPDATE on the group row
+    and has written the new request; this takes the owner's quota lock, last."""
     queued = GroupRequest.objects.filter(state=GroupRequest.State.QUEUED)
     per_group = settings.GARDEN_MAX_QUEUED_PER_GROUP
-    if queued.filter(group=group).count() >= per_group:
-        raise QuotaExceeded(
-            "QUEUE_FULL", f"This group already has {per_group} messages waiting, the limit on "
-            "this site; wait for them to be answered (or Stop) before sending more.",
-            field="text", status=429)
+    quota_hold(owner_id=group.owner_id, count=queued.filter(group=group).count, limit=per_group,
+               refusal=lambda: QuotaExceeded(
+                   "QUEUE_FULL", f"This group already has {per_group} messages waiting, the "
+                   "limit on this site; wait for them to be answered (or Stop) before sending "
+                   "more.", field="text", status=429))
     per_owner = settings.GARDEN_MAX_QUEUED_PER_OWNER
-    if queued.filter(group__owner_id=group.owner_id).count() >= per_owner:
-        raise QuotaExceeded(
-            "QUEUE_FULL", f"You already have {per_owner} messages waiting across your groups, "
-            "the limit on this site; wait for them to be answered before sending more.",
-            field="text", status=429)
+    quota_hold(owner_id=group.owner_id, count=queued.filter(group__owner_id=group.owner_id).count,
+               limit=per_owner, refusal=lambda: QuotaExceeded(
+                   "QUEUE_FULL", f"You already have {per_owner} messages waiting across your "
+                   "groups, the limit on this site; wait for them to be answered before "
+                   "sending more.", field="text", status=429))
 
 
 def request_create(
@@ -214,10 +215,6 @@ def request_create(
         ).first()
         if locked is None:
             raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
-        # The owner row last (a due mission holds the group and the mission before it comes
-        # here), so the owner's queued count cannot race across their groups.
-        get_user_model().objects.select_for_update().filter(pk=locked.owner_id).first()
-        check_queue_room(group=locked)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
         if mentions.unknown:
@@ -233,6 +230,7 @@ def request_create(
         queue = [Contribution(agent=members[h].pk, source="mention").to_json() for h in mentions.handles]
         request = GroupRequest.objects.create(group=locked, conversation=conversation, source=source,
                                               queue=queue)
+        check_queue_room(group=locked)
         message = message_append(
             conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
             content=[text_block(text)], request_id=request.pk,

@@ -186,12 +186,91 @@ def test_only_http_and_https_are_fetched(connects):
     assert connects == []
 
 
-def test_malformed_allowlists_are_named():
-    with pytest.raises(ValueError, match="not a host name"):
-        egress.parse_allowlist(["ok.example", "bad host!"])
-    allow = egress.parse_allowlist(["10.0.0.0/8", "ollama.internal", "*.corp.example"])
-    assert allow.names("OLLAMA.internal.") and allow.names("gpu.corp.example")
-    assert not allow.names("corp.example.evil")
+@pytest.mark.parametrize("entry", ["bad host!", "*.", "*", "-lead.example", "a..b", "10.0.0.1:0",
+                                   "host:99999"])
+def test_malformed_allowlists_are_named(entry):
+    with pytest.raises(ValueError, match="not a"):
+        egress.parse_allowlist(["ok.example", entry])
+
+
+def test_allowlist_entries_match_hosts_suffixes_networks_and_ports():
+    import ipaddress
+
+    allow = egress.parse_allowlist(["10.0.0.0/8", "ollama.internal:11434", "*.corp.example",
+                                    "[fd00::5]:8000", "192.168.1.20:80"])
+    assert allow.names("OLLAMA.internal.", 11434) and not allow.names("ollama.internal", 22)
+    assert allow.names("gpu.corp.example", 1) and not allow.names("corp.example.evil", 1)
+    assert not allow.names("evilcorp.example", 1)
+    assert allow.holds(ipaddress.ip_address("10.9.8.7"), 5432)
+    assert allow.holds(ipaddress.ip_address("fd00::5"), 8000)
+    assert not allow.holds(ipaddress.ip_address("fd00::5"), 8001)
+    assert not allow.holds(ipaddress.ip_address("192.168.1.20"), 6379)
+
+
+def test_a_port_scoped_allowance_opens_only_that_port(server, settings):
+    settings.GARDEN_EGRESS_ALLOW = [f"127.0.0.1:{server.port}"]
+    assert not http_fetch(CTX, {"url": f"{server.url}/"}).is_error
+    other = ScriptedServer()
+    try:
+        assert http_fetch(CTX, {"url": f"{other.url}/"}).code == "EGRESS_REFUSED"
+    finally:
+        other.close()
+
+
+def test_a_compressed_bomb_is_unpacked_only_up_to_the_cap(server, settings):
+    import gzip
+
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]
+    settings.GARDEN_TOOL_HTTP_MAX_BYTES = 10_000
+    bomb = gzip.compress(b"z" * 200_000_000)  # ~200 KB on the wire, 200 MB unpacked
+    server.reply(200, bomb, headers={"Content-Encoding": "gzip", "Content-Type": "text/plain"})
+    server.reply(302, bomb, headers={"Content-Encoding": "gzip", "Location": "/after"})
+    server.reply(200, b"fine")
+    first = http_fetch(CTX, {"url": f"{server.url}/bomb"})
+    assert "[clipped at 10,000 bytes]" in first.content
+    assert first.content.split("\n", 1)[1] == "z" * 10_000
+    # A redirect's own body is never read at all.
+    assert http_fetch(CTX, {"url": f"{server.url}/redirect"}).content.endswith("fine")
+    server.reply(200, b"x", headers={"Content-Encoding": "br"})
+    assert http_fetch(CTX, {"url": server.url}).code == "EGRESS_REFUSED"
+
+
+def test_cookies_set_for_one_fetch_never_ride_along_with_another(server, settings):
+    settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]
+    server.reply(200, b"set", headers={"Set-Cookie": "session=owner-a-secret; Path=/"})
+    server.reply(200, b"again")
+    http_fetch(ToolContext(owner_id=1, agent_id=1, conversation_id=1), {"url": server.url})
+    http_fetch(ToolContext(owner_id=2, agent_id=2, conversation_id=2), {"url": server.url})
+    assert "cookie" not in server.requests[1].headers
+
+
+def test_a_slow_name_lookup_ends_at_the_deadline(settings, monkeypatch, connects):
+    import threading
+
+    settings.GARDEN_TOOL_HTTP_TIMEOUT = 0.5
+    release = threading.Event()
+    real = socket.getaddrinfo
+
+    def slow(host, *args, **kwargs):
+        if host == "slow-dns.test":
+            release.wait(10)
+        return real("127.0.0.1", *args[1:], **kwargs) if host == "slow-dns.test" else real(
+            host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    try:
+        outcome = http_fetch(CTX, {"url": "http://slow-dns.test/"})
+    finally:
+        release.set()
+    assert outcome.code == "FETCH_TIMEOUT", outcome.content
+    assert connects == []
+
+
+@pytest.mark.parametrize("url", ["http://user:pw@example.com/v1", "https://example.com/v1?x=1",
+                                 "https://example.com/v1#frag", "http://[fec0::1]/v1"])
+def test_a_base_url_with_credentials_a_query_or_a_site_local_address_is_refused(url):
+    with pytest.raises(egress.EgressRefused):
+        egress.check_url(url, "provider")
 
 
 # --- a model account's base URL -------------------------------------------------------------

@@ -253,3 +253,20 @@ def test_the_migration_moves_configured_legacy_references_onto_credentials(owner
             for a in ModelAccount.objects.filter(pk__in=[allowed.pk, foreign.pk, other.pk])}
     assert rows == {"a": ("openai", ""), "b": ("", "env:OPENAI_API_KEY"),
                     "c": ("", "env:DATABASE_URL")}
+
+
+def test_a_key_that_no_header_can_carry_is_refused_by_name(api):
+    for key in ("sk-ключ", "sk key", "sk-\tkey", ""):
+        response = api.post("/api/model-accounts", {"name": "k", "provider": "openai", "model": "m",
+                                                    "api_key": key})
+        assert response.status_code == 400, (key, response.content)
+    assert not ModelAccount.objects.filter(name="k").exists()
+
+
+def test_the_account_test_never_shows_what_a_server_answered(api, owner, operator_api):
+    operator_api.reply(401, {"error": "internal-service-banner v1.2 secret-config"})
+    made = api.post("/api/model-accounts", {"name": "t", "provider": "openai", "model": "m",
+                                            "api_key": "sk-test", "base_url": f"{operator_api.url}/v1"})
+    result = api.post(f"/api/model-accounts/{made.json()['id']}/test").json()
+    assert result["ok"] is False and result["code"] == "PROVIDER_REJECTED"
+    assert "banner" not in result["message"] and "secret-config" not in result["message"]

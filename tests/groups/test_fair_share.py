@@ -152,18 +152,40 @@ def test_a_mission_more_frequent_than_the_minimum_interval_is_refused(api, owner
 
 @pytest.mark.django_db
 def test_call_slots_cap_an_owner_and_free_on_release(owner, stranger, settings):
-    from garden.slots import slot_acquire, slot_release, slots_in_use
+    from garden.slots import slot_acquire, slot_release
 
     settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = 2
     first, second = slot_acquire(owner_id=owner.pk), slot_acquire(owner_id=owner.pk)
     assert first and second and slot_acquire(owner_id=owner.pk) is None
     other = slot_acquire(owner_id=stranger.pk)
     assert other is not None
-    assert slots_in_use(owner_id=owner.pk) == 2
     slot_release(owner_id=owner.pk, token=first)
     third = slot_acquire(owner_id=owner.pk)
     assert third is not None
     for token in (second, third):
         slot_release(owner_id=owner.pk, token=token)
     slot_release(owner_id=stranger.pk, token=other)
-    assert slots_in_use(owner_id=owner.pk) == 0
+    held = [slot_acquire(owner_id=owner.pk), slot_acquire(owner_id=owner.pk)]
+    assert all(held) and slot_acquire(owner_id=owner.pk) is None
+    for token in held:
+        slot_release(owner_id=owner.pk, token=token)
+
+
+def test_a_reply_runs_at_most_the_tool_cap_and_the_rest_are_answered_not_run(
+    celery_worker_thread, owner, settings
+):
+    from garden.models import Message
+    from groups.services.requests import request_create
+
+    settings.GARDEN_MAX_TOOL_CALLS_PER_REPLY = 3
+    recall = {"name": "memory.recall", "arguments": {}}
+    group = make_group(owner, concierge_rules=[
+        {"after_tool_result": True, "reply": "Done."},
+        {"reply": {"tool_calls": [recall] * 5}}], members={"ledger": []})
+    Agent.objects.filter(pk=group.coordinator_id).update(enabled_tools=["memory.recall"])
+    request = request_create(group=group, text="Recall everything, five times.")
+    wait_for(lambda: GroupRequest.objects.get(pk=request.pk).is_finished, timeout=30)
+    results = [b for m in Message.objects.filter(request=request) for b in m.content
+               if b["type"] == "tool_result"]
+    assert len(results) == 5
+    assert [b["content"].startswith("NOT_RUN") for b in results] == [False] * 3 + [True] * 2
