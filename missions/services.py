@@ -22,7 +22,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django_celery_beat.models import CrontabSchedule, IntervalSchedule, PeriodicTask, PeriodicTasks
 
-from garden.errors import QuotaExceeded
+from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Agent, Conversation, Goal, Message, Run
 from garden.quotas import quota_hold
 from garden.services.chat import ChatError, conversation_post_owner_message
@@ -51,16 +51,12 @@ AGENT_REMOVED = "The target agent was removed."
 _LASTING_REQUEST_REFUSALS = ("NOT_FOUND", "UNKNOWN_MEMBER")
 
 
-class MissionError(Exception):
+class MissionError(ServiceError):
     """A named refusal of a mission write; the API maps it to a 400 (or ``status``)."""
 
     def __init__(self, code: str, message: str, *, field: str = "non_field_errors",
                  status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-        self.status = status
+        super().__init__(code, message, field=field, status=status)
 
 
 @dataclass(frozen=True)

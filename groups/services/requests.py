@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from garden import events
-from garden.errors import QuotaExceeded
+from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Approval, Message
 from garden.quotas import quota_hold
 from garden.services.conversations import message_append, text_block
@@ -155,15 +155,12 @@ def request_stop_active(
     return active
 
 
-class RequestError(Exception):
+class RequestError(ServiceError):
     """A named refusal of a request write; the API maps it to a 400 (or 404/409)."""
 
     def __init__(self, code: str, message: str, *, field: str = "non_field_errors",
                  status: int = 400) -> None:
-        super().__init__(message)
-        self.code = code
-        self.field = field
-        self.status = status
+        super().__init__(code, message, field=field, status=status)
 
 
 def group_conversation_open(*, group: Group):
