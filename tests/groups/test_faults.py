@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 
 
 @pytest.fixture
-def harness(tmp_path):
+def harness(tmp_path, loopback_providers):
     s = connection.settings_dict
     database_url = f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
     provider = FakeProvider(seed=11).start()

@@ -8,7 +8,9 @@ Steps are driven in this thread (the same code a worker runs); a "crash" claims 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, settings
+from django.conf import settings as django_settings
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -19,6 +21,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from garden.errors import QuotaExceeded
 from garden.models import Agent, Approval
 from groups import budget
 from groups.coordinator import _claim, advance_request
@@ -66,10 +69,17 @@ class GroupLoop(RuleBasedStateMachine):
 
     @rule(text=st.sampled_from(["Plan the savings.", "@ledger write it", "Again."]))
     def post(self, text):
+        before = self.requests().count()
         try:
             request_create(group=self.group, text=text)
         except RequestError as exc:
-            assert exc.code == "NOT_FOUND"  # only a deleted group refuses a message
+            assert exc.code == "NOT_FOUND"  # a deleted group refuses a message
+        except QuotaExceeded as exc:
+            # ... and so does a full queue, by name, storing nothing.
+            assert exc.code == "QUEUE_FULL"
+            queued = self.requests().filter(state="queued").count()
+            assert queued == django_settings.GARDEN_MAX_QUEUED_PER_GROUP
+            assert self.requests().count() == before
 
     @rule(steps=st.integers(min_value=1, max_value=6))
     def work(self, steps):
@@ -178,8 +188,15 @@ class GroupLoop(RuleBasedStateMachine):
 
 
 @pytest.mark.django_db
-def test_the_loop_keeps_its_invariants_under_any_interleaving(owner):
+def test_the_loop_keeps_its_invariants_under_any_interleaving(owner, settings):
+    # Every example adds a group (and its accounts) of the same owner, in one test transaction:
+    # the per-group queue cap is the one the machine meets, not the owner's quotas across a
+    # hundred examples.
+    for name in ("QUEUED_PER_OWNER", "GROUPS_PER_OWNER", "AGENTS_PER_OWNER",
+                 "MODEL_ACCOUNTS_PER_OWNER"):
+        setattr(settings, f"GARDEN_MAX_{name}", 100_000)
+    settings.GARDEN_MAX_QUEUED_PER_GROUP = 3
     GroupLoop.owner = owner
-    run_state_machine_as_test(GroupLoop, settings=settings(
+    run_state_machine_as_test(GroupLoop, settings=hypothesis_settings(
         max_examples=100, stateful_step_count=40, deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
