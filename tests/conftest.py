@@ -33,6 +33,13 @@ def _postgres_ok() -> str | None:
     return None
 
 
+def pytest_configure(config) -> None:
+    # Django's default PBKDF2 takes ~1.7 s per password on a 2-core machine, and most tests
+    # make two users: the suite hashes with a fast hasher (Django's own advice for tests).
+    # Nothing under test depends on the hasher.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     for marker, check in (("postgres", _postgres_ok), ("redis", _redis_ok)):
         if item.get_closest_marker(marker):

@@ -24,6 +24,18 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(tra
 ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
 
 
+@pytest.fixture(autouse=True)
+def empty_broker():
+    """Each test's workers start on an empty queue: the flood test leaves hundreds of duplicate
+    deliveries behind (for requests flushed with its database), which the next test's worker
+    would otherwise work through before its own tasks."""
+    from config.celery import app
+
+    app.control.purge()
+    yield
+    app.control.purge()
+
+
 def _reserve_many(request_ids, agent_id, purpose, barrier, results):
     connections.close_all()
     barrier.wait()
