@@ -45,8 +45,11 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 
 
 def start_fake_provider(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "fake_provider.py"), "--latency",
-                             str(latency)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "fake_provider.py"), "--latency", str(latency)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     url = proc.stdout.readline().strip()
     if not url.startswith("http://"):
         proc.kill()
@@ -108,14 +111,24 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
     app.control.purge()
     client = FakeProviderClient(provider_url)
     stamp = time.time_ns()
-    groups = [build_group(username=f"load{workers}-{i}-{stamp}", base_url=client.base_url(f"g{i}"))
-              for i in range(args.groups)]
+    groups = [
+        build_group(username=f"load{workers}-{i}-{stamp}", base_url=client.base_url(f"g{i}"))
+        for i in range(args.groups)
+    ]
     concurrency = args.concurrency or math.ceil(args.groups / workers) + 4
     env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR"}
     if args.db_pool_max:
         env["GARDEN_DB_POOL_MAX"] = str(args.db_pool_max)
-    started = [Worker(pool=args.pool, concurrency=concurrency, env=env, name=f"load{workers}-",
-                      log_path=Path("/tmp") / f"bench-load-{workers}-{i}.log") for i in range(workers)]
+    started = [
+        Worker(
+            pool=args.pool,
+            concurrency=concurrency,
+            env=env,
+            name=f"load{workers}-",
+            log_path=Path("/tmp") / f"bench-load-{workers}-{i}.log",
+        )
+        for i in range(workers)
+    ]
     probe = PgProbe(DATABASE)
     with connection.cursor() as cur:
         cur.execute("select pg_backend_pid()")
@@ -132,8 +145,11 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
         created = time.time() - t0
         connections.close_all()
         deadline = time.monotonic() + max(600, 40 * args.latency * 12)
-        while probe.scalar("select count(*) from groups_grouprequest where id = any(%s) and state not in "
-                           "('completed', 'stopped', 'failed')", [ids]):
+        while probe.scalar(
+            "select count(*) from groups_grouprequest where id = any(%s) and state not in "
+            "('completed', 'stopped', 'failed')",
+            [ids],
+        ):
             if time.monotonic() > deadline:
                 raise SystemExit("requests did not finish in time")
             time.sleep(0.1)
@@ -144,21 +160,35 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
         for w in started:
             w.stop()
         probe.close()
-    rows = list(GroupRequest.objects.filter(pk__in=ids).values_list("state", "created_at", "finished_at",
-                                                                    "working_reserved", "synthesis_reserved"))
+    rows = list(
+        GroupRequest.objects.filter(pk__in=ids).values_list(
+            "state", "created_at", "finished_at", "working_reserved", "synthesis_reserved"
+        )
+    )
     durations = [(f - c).total_seconds() for _, c, f, _, _ in rows]
     first = min(c for _, c, _, _, _ in rows)
     last = max(f for _, _, f, _, _ in rows)
     calls = sum(w + s for *_, w, s in rows)
     return {
-        "workers": workers, "concurrency": concurrency, "created_s": created,
+        "workers": workers,
+        "concurrency": concurrency,
+        "created_s": created,
         "states": {s: sum(1 for r in rows if r[0] == s) for s in {r[0] for r in rows}},
-        "calls": calls, "received": stats["received"], "wall": (last - first).total_seconds(),
-        "p50": statistics.median(durations), "p95": pct(durations, 0.95), "max": max(durations),
-        "max_in_flight": stats["max_in_flight"], "mean_in_flight": stats["mean_in_flight"],
-        "conns_max": max(sampler.conns or [0]), "conns_mean": statistics.fmean(sampler.conns or [0]),
-        "busy_max": max(sampler.busy or [0]), "busy_mean": statistics.fmean(sampler.busy or [0]),
-        "rss": sampler.rss, "idle_rss": idle_rss, "cpu_per_call_ms": cpu / max(1, calls) * 1000,
+        "calls": calls,
+        "received": stats["received"],
+        "wall": (last - first).total_seconds(),
+        "p50": statistics.median(durations),
+        "p95": pct(durations, 0.95),
+        "max": max(durations),
+        "max_in_flight": stats["max_in_flight"],
+        "mean_in_flight": stats["mean_in_flight"],
+        "conns_max": max(sampler.conns or [0]),
+        "conns_mean": statistics.fmean(sampler.conns or [0]),
+        "busy_max": max(sampler.busy or [0]),
+        "busy_mean": statistics.fmean(sampler.busy or [0]),
+        "rss": sampler.rss,
+        "idle_rss": idle_rss,
+        "cpu_per_call_ms": cpu / max(1, calls) * 1000,
     }
 
 
@@ -179,13 +209,19 @@ def _wait_ready(app, timeout: float = 60) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Load: G groups x one 12-call request on a simulated provider.")
+    parser = argparse.ArgumentParser(
+        description="Load: G groups x one 12-call request on a simulated provider."
+    )
     parser.add_argument("--groups", type=int, default=200)
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--pool", default="threads")
-    parser.add_argument("--concurrency", type=int, default=0, help="per worker; 0: groups/workers + 4")
-    parser.add_argument("--db-pool-max", type=int, default=8, help="GARDEN_DB_POOL_MAX per worker (0: no pool)")
+    parser.add_argument(
+        "--concurrency", type=int, default=0, help="per worker; 0: groups/workers + 4"
+    )
+    parser.add_argument(
+        "--db-pool-max", type=int, default=8, help="GARDEN_DB_POOL_MAX per worker (0: no pool)"
+    )
     args = parser.parse_args()
 
     use_services(database=DATABASE, redis_url=REDIS_URL)
@@ -201,22 +237,34 @@ def main() -> None:
         django.setup()
         print(machine_line())
         counts = queries_per_step(url)
-        print(f"queries per step (openai adapter, zero latency): median {statistics.median(counts):.0f}, "
-              f"max {max(counts)}, {len(counts)} steps of a 12-call request")
+        print(
+            f"queries per step (openai adapter, zero latency): median {statistics.median(counts):.0f}, "
+            f"max {max(counts)}, {len(counts)} steps of a 12-call request"
+        )
         ideal = 12 * args.latency
-        print(f"\n{args.groups} groups x one 12-call request, model latency {args.latency:g} s "
-              f"(ideal completion {ideal:g} s), pool={args.pool}, GARDEN_DB_POOL_MAX="
-              f"{args.db_pool_max or 'unset'}")
-        print("| workers | threads each | calls | calls/s | in flight max / mean | completion p50 / p95 / max "
-              "| vs ideal (p50) | DB conns open max / mean, busy max / mean | RSS per worker idle -> peak | worker CPU per call | outcomes |")
+        print(
+            f"\n{args.groups} groups x one 12-call request, model latency {args.latency:g} s "
+            f"(ideal completion {ideal:g} s), pool={args.pool}, GARDEN_DB_POOL_MAX="
+            f"{args.db_pool_max or 'unset'}"
+        )
+        print(
+            "| workers | threads each | calls | calls/s | in flight max / mean | completion p50 / p95 / max "
+            "| vs ideal (p50) | DB conns open max / mean, busy max / mean | RSS per worker idle -> peak | worker CPU per call | outcomes |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for workers in args.workers:
             r = run(args, workers, url)
-            rss = ", ".join(f"{r['idle_rss'][n] / 2**20:.0f} -> {v / 2**20:.0f} MiB" for n, v in r["rss"].items())
-            print(f"| {workers} | {r['concurrency']} | {r['calls']} (provider saw {r['received']}) | "
-                  f"{r['calls'] / r['wall']:.1f} | {r['max_in_flight']} / {r['mean_in_flight']:.1f} | "
-                  f"{r['p50']:.2f} / {r['p95']:.2f} / {r['max']:.2f} s | {r['p50'] / ideal:.2f}x | "
-                  f"{r['conns_max']} / {r['conns_mean']:.1f}, {r['busy_max']} / {r['busy_mean']:.1f} | {rss} | {r['cpu_per_call_ms']:.1f} ms | {r['states']} |", flush=True)
+            rss = ", ".join(
+                f"{r['idle_rss'][n] / 2**20:.0f} -> {v / 2**20:.0f} MiB"
+                for n, v in r["rss"].items()
+            )
+            print(
+                f"| {workers} | {r['concurrency']} | {r['calls']} (provider saw {r['received']}) | "
+                f"{r['calls'] / r['wall']:.1f} | {r['max_in_flight']} / {r['mean_in_flight']:.1f} | "
+                f"{r['p50']:.2f} / {r['p95']:.2f} / {r['max']:.2f} s | {r['p50'] / ideal:.2f}x | "
+                f"{r['conns_max']} / {r['conns_mean']:.1f}, {r['busy_max']} / {r['busy_mean']:.1f} | {rss} | {r['cpu_per_call_ms']:.1f} ms | {r['states']} |",
+                flush=True,
+            )
     finally:
         provider.terminate()
         provider.wait(5)

@@ -52,10 +52,18 @@ def scripted_groups(n: int, tag: str) -> list:
     from tests.groups.conftest import make_group
 
     user, _ = get_user_model().objects.get_or_create(username=f"bench-{tag}-{time.time_ns()}")
-    return [make_group(user, name=f"g{i}", members={"ledger": [{"reply": "A figure."}]},
-                       concierge_rules=[{"when": "consolidated answer", "reply": "Final."},
-                                        {"reply": {"text": "More.", "tool_calls": [ASK]}}])
-            for i in range(n)]
+    return [
+        make_group(
+            user,
+            name=f"g{i}",
+            members={"ledger": [{"reply": "A figure."}]},
+            concierge_rules=[
+                {"when": "consolidated answer", "reply": "Final."},
+                {"reply": {"text": "More.", "tool_calls": [ASK]}},
+            ],
+        )
+        for i in range(n)
+    ]
 
 
 def openai_groups(n: int, tag: str, provider_url: str) -> list:
@@ -63,8 +71,10 @@ def openai_groups(n: int, tag: str, provider_url: str) -> list:
 
     client = FakeProviderClient(provider_url)
     stamp = time.time_ns()
-    return [build_group(username=f"bench-{tag}-{i}-{stamp}", base_url=client.base_url(f"{tag}{i}"))
-            for i in range(n)]
+    return [
+        build_group(username=f"bench-{tag}-{i}-{stamp}", base_url=client.base_url(f"{tag}{i}"))
+        for i in range(n)
+    ]
 
 
 def overhead(group, probe: PgProbe, runs: int = 5) -> list[float]:
@@ -76,8 +86,11 @@ def overhead(group, probe: PgProbe, runs: int = 5) -> list[float]:
     for _ in range(runs):
         request = request_create(group=group, text="Keep digging.")
         wait_finished(probe, [request.pk])
-        stamps = list(CallReservation.objects.filter(request=request).order_by("id")
-                      .values_list("created_at", flat=True))
+        stamps = list(
+            CallReservation.objects.filter(request=request)
+            .order_by("id")
+            .values_list("created_at", flat=True)
+        )
         gaps += [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
     return gaps
 
@@ -99,8 +112,11 @@ def throughput(groups: list, probe: PgProbe, workers: list[Worker]) -> tuple[flo
 
 def wait_finished(probe: PgProbe, ids: list[int], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
-    while probe.scalar("select count(*) from groups_grouprequest where id = any(%s) and state not in "
-                       "('completed', 'stopped', 'failed')", [ids]):
+    while probe.scalar(
+        "select count(*) from groups_grouprequest where id = any(%s) and state not in "
+        "('completed', 'stopped', 'failed')",
+        [ids],
+    ):
         if time.monotonic() > deadline:
             raise SystemExit("requests did not finish")
         time.sleep(0.01)
@@ -145,7 +161,9 @@ def chained(app, task: str, args: list, n: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Orchestration overhead per model call vs a bare Celery hop.")
+    parser = argparse.ArgumentParser(
+        description="Orchestration overhead per model call vs a bare Celery hop."
+    )
     parser.add_argument("--groups", type=int, default=40)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--hops", type=int, default=300)
@@ -170,22 +188,39 @@ def main() -> None:
 
         print(machine_line())
         print(round_trips())
-        for name, group in (("scripted", scripted_groups(1, "q")[0]), ("openai", openai_groups(1, "q", url)[0])):
+        for name, group in (
+            ("scripted", scripted_groups(1, "q")[0]),
+            ("openai", openai_groups(1, "q", url)[0]),
+        ):
             counts = step_queries(group)
-            print(f"queries per step ({name}): median {statistics.median(counts):.0f}, max {max(counts)} "
-                  f"({len(counts)} steps of a 12-call request)")
+            print(
+                f"queries per step ({name}): median {statistics.median(counts):.0f}, max {max(counts)} "
+                f"({len(counts)} steps of a 12-call request)"
+            )
         connections.close_all()
-        print(f"\nzero-latency models; overhead = time from one reservation of a request to the next, "
-              f"the request alone; throughput = {args.groups} groups at once")
-        print("| workers x threads | bare Celery hop p50 / p95 | floor step p50 / p95 | model "
-              "| loop overhead per call p50 / p95 | x floor step (p50) | % of a 500 ms call (p50) "
-              "| throughput | worker CPU per call |")
+        print(
+            f"\nzero-latency models; overhead = time from one reservation of a request to the next, "
+            f"the request alone; throughput = {args.groups} groups at once"
+        )
+        print(
+            "| workers x threads | bare Celery hop p50 / p95 | floor step p50 / p95 | model "
+            "| loop overhead per call p50 / p95 | x floor step (p50) | % of a 500 ms call (p50) "
+            "| throughput | worker CPU per call |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         cpu_rows: list[tuple] = []
         for workers in args.workers:
             env = {**DEPLOYED_ENV, "GARDEN_LOG_LEVEL": "ERROR", "GARDEN_DB_POOL_MAX": "4"}
-            started = [Worker(pool="threads", concurrency=args.threads, env=env, name=f"loop{workers}-",
-                              log_path=Path("/tmp") / f"bench-loop-{workers}-{i}.log") for i in range(workers)]
+            started = [
+                Worker(
+                    pool="threads",
+                    concurrency=args.threads,
+                    env=env,
+                    name=f"loop{workers}-",
+                    log_path=Path("/tmp") / f"bench-loop-{workers}-{i}.log",
+                )
+                for i in range(workers)
+            ]
             probe = PgProbe(DATABASE)
             try:
                 time.sleep(2.0)
@@ -194,12 +229,16 @@ def main() -> None:
                 floor, floor_cpu = with_cpu(started, lambda: floor_steps(app, args.hops))
                 cpu_rows.append((workers, hop_cpu / len(hop), floor_cpu / len(floor)))
                 rows = []
-                for name, make in (("scripted", lambda n, t: scripted_groups(n, t)),
-                                   ("openai", lambda n, t: openai_groups(n, t, url))):
+                for name, make in (
+                    ("scripted", lambda n, t: scripted_groups(n, t)),
+                    ("openai", lambda n, t: openai_groups(n, t, url)),
+                ):
                     group = make(1, f"solo{workers}{name}")[0]
                     gaps, solo_cpu = with_cpu(started, lambda g=group, p=probe: overhead(g, p))
                     cpu_rows[-1] += (name, solo_cpu / len(gaps))
-                    rate, cpu = throughput(make(args.groups, f"load{workers}{name}"), probe, started)
+                    rate, cpu = throughput(
+                        make(args.groups, f"load{workers}{name}"), probe, started
+                    )
                     rows.append((name, gaps, rate, cpu))
             finally:
                 for w in started:
@@ -209,16 +248,23 @@ def main() -> None:
             hop50, floor50 = statistics.median(hop), statistics.median(floor)
             for name, gaps, rate, cpu in rows:
                 med = statistics.median(gaps)
-                print(f"| {workers} x {args.threads} | {hop50:.2f} / {pct(hop, .95):.2f} ms | "
-                      f"{floor50:.2f} / {pct(floor, .95):.2f} ms | {name} | "
-                      f"{med:.2f} / {pct(gaps, .95):.2f} ms | {med / floor50:.1f}x | {med / 5:.2f}% | "
-                      f"{rate:.0f} calls/s | {cpu:.1f} ms |", flush=True)
+                print(
+                    f"| {workers} x {args.threads} | {hop50:.2f} / {pct(hop, 0.95):.2f} ms | "
+                    f"{floor50:.2f} / {pct(floor, 0.95):.2f} ms | {name} | "
+                    f"{med:.2f} / {pct(gaps, 0.95):.2f} ms | {med / floor50:.1f}x | {med / 5:.2f}% | "
+                    f"{rate:.0f} calls/s | {cpu:.1f} ms |",
+                    flush=True,
+                )
         print("\nworker CPU (all workers, user + system) per link of each chain, run alone")
-        print("| workers | bare Celery hop | floor step | loop call, scripted | loop call, openai |")
+        print(
+            "| workers | bare Celery hop | floor step | loop call, scripted | loop call, openai |"
+        )
         print("|---|---|---|---|---|")
         for workers, hop_ms, floor_ms, _, scripted_ms, _, openai_ms in cpu_rows:
-            print(f"| {workers} | {hop_ms:.1f} ms | {floor_ms:.1f} ms | {scripted_ms:.1f} ms | "
-                  f"{openai_ms:.1f} ms |")
+            print(
+                f"| {workers} | {hop_ms:.1f} ms | {floor_ms:.1f} ms | {scripted_ms:.1f} ms | "
+                f"{openai_ms:.1f} ms |"
+            )
     finally:
         provider.terminate()
         provider.wait(5)

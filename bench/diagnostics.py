@@ -21,7 +21,9 @@ def diagnostic_hop(remaining: int, key: str) -> None:
 
 
 @shared_task(name="bench.floor_step", acks_late=True, ignore_result=True)
-def floor_step(group_id: int, request_id: int, conversation_id: int, remaining: int, key: str) -> None:
+def floor_step(
+    group_id: int, request_id: int, conversation_id: int, remaining: int, key: str
+) -> None:
     """The least any step does — a Celery hop, the group lock, the request row locked in a
     transaction with a ~500-byte turn appended — stamped in Redis, then the next.
 
@@ -37,8 +39,13 @@ def floor_step(group_id: int, request_id: int, conversation_id: int, remaining: 
 
     with group_lock(group_id), transaction.atomic():
         GroupRequest.objects.select_for_update().filter(pk=request_id).values_list("fence").first()
-        message_append(conversation_id=conversation_id, speaker_kind=Message.SpeakerKind.GARDEN,
-                       kind=Message.Kind.NOTICE, content=[text_block("x" * 480)], request_id=request_id)
+        message_append(
+            conversation_id=conversation_id,
+            speaker_kind=Message.SpeakerKind.GARDEN,
+            kind=Message.Kind.NOTICE,
+            content=[text_block("x" * 480)],
+            request_id=request_id,
+        )
     redis_client().rpush(key, repr(time.time()))
     if remaining > 1:
         floor_step.delay(group_id, request_id, conversation_id, remaining - 1, key)

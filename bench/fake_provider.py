@@ -40,16 +40,24 @@ import httpx
 
 SYNTHESIS_MARK = "Write the one consolidated answer"
 DEFAULTS: dict[str, Any] = {
-    "latency": 1.0, "jitter": 0.0, "p_timeout": 0.0, "hang": 30.0, "p_reset": 0.0,
-    "p_429": 0.0, "retry_after_ms": 50, "p_500": 0.0, "member": "ledger",
+    "latency": 1.0,
+    "jitter": 0.0,
+    "p_timeout": 0.0,
+    "hang": 30.0,
+    "p_reset": 0.0,
+    "p_429": 0.0,
+    "retry_after_ms": 50,
+    "p_500": 0.0,
+    "member": "ledger",
 }
 
 
 class FakeProvider:
     """The server; ``start()`` runs it on its own thread and event loop."""
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, seed: int | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int = 0, seed: int | None = None, **options: Any
+    ) -> None:
         self.host, self.port = host, port
         self.default = {**DEFAULTS, **options}
         self.tags: dict[str, dict[str, Any]] = {}
@@ -86,10 +94,15 @@ class FakeProvider:
         for tag, port, _ in self.open.values():
             in_flight.setdefault(tag, []).append(port)
         return {
-            "received": self.received, "per_tag": dict(self.per_tag), "outcomes": dict(self.outcomes),
-            "in_flight": len(self.open), "max_in_flight": self.max_in_flight,
-            "mean_in_flight": self._area / elapsed, "window_seconds": elapsed,
-            "in_flight_by_tag": in_flight, "open_connections": self.connections,
+            "received": self.received,
+            "per_tag": dict(self.per_tag),
+            "outcomes": dict(self.outcomes),
+            "in_flight": len(self.open),
+            "max_in_flight": self.max_in_flight,
+            "mean_in_flight": self._area / elapsed,
+            "window_seconds": elapsed,
+            "in_flight_by_tag": in_flight,
+            "open_connections": self.connections,
         }
 
     def options_for(self, tag: str) -> dict[str, Any]:
@@ -102,8 +115,9 @@ class FakeProvider:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> FakeProvider:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self.serve()), daemon=True,
-                                        name="fake-provider")
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self.serve()), daemon=True, name="fake-provider"
+        )
         self._thread.start()
         if not self._ready.wait(10):
             raise RuntimeError("fake provider did not start")
@@ -124,8 +138,9 @@ class FakeProvider:
 
     async def serve(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._connection, self.host, self.port,
-                                                  backlog=1024, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._connection, self.host, self.port, backlog=1024, reuse_address=True
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -182,8 +197,9 @@ class FakeProvider:
             return 200, {"ok": True}
         return 404, {"error": "unknown control path"}
 
-    async def _complete(self, path: str, body: bytes, peer_port: int,
-                        writer: asyncio.StreamWriter) -> bool:
+    async def _complete(
+        self, path: str, body: bytes, peer_port: int, writer: asyncio.StreamWriter
+    ) -> bool:
         """Serve one chat completion; False when the connection must end (reset, timeout)."""
         parts = path.split("/")
         tag = parts[2] if len(parts) > 2 and parts[1] == "t" else ""
@@ -195,8 +211,12 @@ class FakeProvider:
         self.open[key] = (tag, peer_port, time.monotonic())
         try:
             roll = self.random.random()
-            edges = [("429", opts["p_429"]), ("reset", opts["p_reset"]),
-                     ("timeout", opts["p_timeout"]), ("500", opts["p_500"])]
+            edges = [
+                ("429", opts["p_429"]),
+                ("reset", opts["p_reset"]),
+                ("timeout", opts["p_timeout"]),
+                ("500", opts["p_500"]),
+            ]
             outcome, acc = "ok", 0.0
             for name, p in edges:
                 acc += float(p)
@@ -205,10 +225,16 @@ class FakeProvider:
                     break
             if outcome == "429":
                 self._count("429")
-                await _write(writer, 429, {"error": {"message": "rate limited", "type": "rate_limit"}},
-                             {"retry-after-ms": str(opts["retry_after_ms"])})
+                await _write(
+                    writer,
+                    429,
+                    {"error": {"message": "rate limited", "type": "rate_limit"}},
+                    {"retry-after-ms": str(opts["retry_after_ms"])},
+                )
                 return True
-            delay = max(0.0, float(opts["latency"]) + float(opts["jitter"]) * self.random.uniform(-1, 1))
+            delay = max(
+                0.0, float(opts["latency"]) + float(opts["jitter"]) * self.random.uniform(-1, 1)
+            )
             if outcome == "reset":
                 await asyncio.sleep(delay / 2)
                 self._count("reset")
@@ -221,7 +247,9 @@ class FakeProvider:
             await asyncio.sleep(delay)
             if outcome == "500":
                 self._count("500")
-                await _write(writer, 500, {"error": {"message": "overloaded", "type": "server_error"}})
+                await _write(
+                    writer, 500, {"error": {"message": "overloaded", "type": "server_error"}}
+                )
                 return True
             reply, kind = scripted_reply(json.loads(body or b"{}"), opts["member"])
             self._count(kind)
@@ -240,30 +268,49 @@ def scripted_reply(request: dict[str, Any], member: str) -> tuple[dict[str, Any]
     tools = {t.get("function", {}).get("name") for t in request.get("tools") or []}
     texts = [m.get("content") for m in request.get("messages") or []]
     if any(isinstance(t, str) and SYNTHESIS_MARK in t for t in texts):
-        message, finish, kind = {"role": "assistant", "content": "Final: the figures above."}, "stop", "synthesis"
+        message, finish, kind = (
+            {"role": "assistant", "content": "Final: the figures above."},
+            "stop",
+            "synthesis",
+        )
     elif "group__ask" in tools:
-        call = {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                "function": {"name": "group__ask",
-                             "arguments": json.dumps({"member": member, "request": "One more figure."})}}
-        message, finish, kind = {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", "ask"
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {
+                "name": "group__ask",
+                "arguments": json.dumps({"member": member, "request": "One more figure."}),
+            },
+        }
+        message, finish, kind = (
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            "tool_calls",
+            "ask",
+        )
     else:
         # Every working call carries its speaker's tools (group.ask or group.request_help);
         # one without any is counted apart: its agent was called without them.
         message, finish = {"role": "assistant", "content": "A figure: 42."}, "stop"
         kind = "text" if tools else "untooled"
     return {
-        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-        "model": request.get("model", "fake"), "choices": [{"index": 0, "message": message,
-                                                             "finish_reason": finish}],
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": request.get("model", "fake"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
     }, kind
 
 
-async def _write(writer: asyncio.StreamWriter, status: int, payload: dict,
-                 headers: dict[str, str] | None = None) -> None:
+async def _write(
+    writer: asyncio.StreamWriter, status: int, payload: dict, headers: dict[str, str] | None = None
+) -> None:
     data = json.dumps(payload).encode()
-    head = [f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}",
-            "Content-Type: application/json", f"Content-Length: {len(data)}"]
+    head = [
+        f"HTTP/1.1 {status} {'OK' if status == 200 else 'Error'}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(data)}",
+    ]
     head += [f"{k}: {v}" for k, v in (headers or {}).items()]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
     await writer.drain()
@@ -290,9 +337,12 @@ class FakeProviderClient:
     def stats(self) -> dict[str, Any]:
         return self._http.get(f"{self.url}/_fake/stats").json()
 
-    def configure(self, default: dict[str, Any] | None = None,
-                  tags: dict[str, dict[str, Any]] | None = None) -> None:
-        self._http.post(f"{self.url}/_fake/config", json={"default": default or {}, "tags": tags or {}})
+    def configure(
+        self, default: dict[str, Any] | None = None, tags: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        self._http.post(
+            f"{self.url}/_fake/config", json={"default": default or {}, "tags": tags or {}}
+        )
 
     def reset(self) -> None:
         self._http.post(f"{self.url}/_fake/reset")

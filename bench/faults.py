@@ -75,17 +75,23 @@ POINTS = ("before_reserve", "before_dispatch", "during_call", "after_reply", "af
 # Per hit of the point: high enough to die within a few steps, low enough that the step that
 # dies is not always a request's first.
 KILL_PROBABILITY = 0.3
-LOCK_TTL = 2          # seconds, for the harness workers
-SWEEP_AGE = 3.0       # seconds quiet before the sweeper re-enqueues: > LOCK_TTL > a live step
+LOCK_TTL = 2  # seconds, for the harness workers
+SWEEP_AGE = 3.0  # seconds quiet before the sweeper re-enqueues: > LOCK_TTL > a live step
 SWEEP_INTERVAL = 0.5
 ASK = "Keep digging."
 
 
 def worker_env(database_url: str, redis_url: str) -> dict[str, str]:
     """Environment of every harness worker (and of the zygote that forks them)."""
-    return {"DATABASE_URL": database_url, "REDIS_URL": redis_url, "GARDEN_LOCK_TTL_SECONDS": str(LOCK_TTL),
-            "GARDEN_DB_POOL_MAX": "4", "GARDEN_LOG_LEVEL": "ERROR", "DJANGO_SETTINGS_MODULE": "config.settings",
-            **CAPACITY_ENV}
+    return {
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "GARDEN_LOCK_TTL_SECONDS": str(LOCK_TTL),
+        "GARDEN_DB_POOL_MAX": "4",
+        "GARDEN_LOG_LEVEL": "ERROR",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        **CAPACITY_ENV,
+    }
 
 
 # --- worker processes -----------------------------------------------------------------------
@@ -107,9 +113,18 @@ class PopenWorker(Worker):
 
 
 def popen_spawner(log_dir: Path, base_env: dict[str, str]) -> Callable[..., Any]:
-    def spawn(*, name: str, env: dict[str, str], concurrency: int, loglevel: str = "warning") -> PopenWorker:
-        return PopenWorker(pool="threads", concurrency=concurrency, env={**base_env, **env},
-                           log_path=log_dir / f"{name}.log", name=name, loglevel=loglevel)
+    def spawn(
+        *, name: str, env: dict[str, str], concurrency: int, loglevel: str = "warning"
+    ) -> PopenWorker:
+        return PopenWorker(
+            pool="threads",
+            concurrency=concurrency,
+            env={**base_env, **env},
+            log_path=log_dir / f"{name}.log",
+            name=name,
+            loglevel=loglevel,
+        )
+
     return spawn
 
 
@@ -122,9 +137,15 @@ class Zygote:
         self.exited: dict[int, int] = {}
         self._pids: queue.Queue[int] = queue.Queue()
         self._ready = threading.Event()
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--zygote"], cwd=ROOT,
-                                     env={**os.environ, **env}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--zygote"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
         threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
         if not self._ready.wait(60):
             raise RuntimeError("the worker zygote did not start")
@@ -140,11 +161,23 @@ class Zygote:
             elif "ready" in msg:
                 self._ready.set()
 
-    def spawn(self, *, name: str, env: dict[str, str], concurrency: int, loglevel: str = "warning") -> ZygoteWorker:
+    def spawn(
+        self, *, name: str, env: dict[str, str], concurrency: int, loglevel: str = "warning"
+    ) -> ZygoteWorker:
         assert self.proc.stdin is not None
         log_path = self.log_dir / f"{name}.log"
-        self.proc.stdin.write(json.dumps({"name": name, "env": env, "concurrency": concurrency,
-                                          "log": str(log_path), "loglevel": loglevel}) + "\n")
+        self.proc.stdin.write(
+            json.dumps(
+                {
+                    "name": name,
+                    "env": env,
+                    "concurrency": concurrency,
+                    "log": str(log_path),
+                    "loglevel": loglevel,
+                }
+            )
+            + "\n"
+        )
         self.proc.stdin.flush()
         return ZygoteWorker(self, self._pids.get(timeout=30), name, log_path)
 
@@ -165,7 +198,9 @@ class ZygoteWorker:
     @property
     def killed(self) -> bool:
         status = self.zygote.exited.get(self.pid)
-        return status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        return (
+            status is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        )
 
     def signal(self, sig: int) -> None:
         if self.alive:
@@ -238,9 +273,20 @@ def zygote_main() -> None:
                 os.dup2(fd, 2)
                 os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
                 os.environ.update(cmd["env"])
-                app.worker_main(["worker", "--pool=threads", f"--concurrency={cmd['concurrency']}",
-                                 f"--hostname={cmd['name']}@%h", "--without-gossip", "--without-mingle",
-                                 "--without-heartbeat", f"--loglevel={cmd['loglevel']}", "-Q", "celery"])
+                app.worker_main(
+                    [
+                        "worker",
+                        "--pool=threads",
+                        f"--concurrency={cmd['concurrency']}",
+                        f"--hostname={cmd['name']}@%h",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                        f"--loglevel={cmd['loglevel']}",
+                        "-Q",
+                        "celery",
+                    ]
+                )
             finally:
                 os._exit(0)
         emit({"pid": pid})
@@ -273,14 +319,35 @@ class RedisServer:
 
     def start(self) -> None:
         bind = ["127.0.0.1", "-::1"] if self.shared else ["127.0.0.1"]
-        subprocess.run(["redis-server", "--daemonize", "yes", "--bind", *bind, "--port", str(self.port),
-                        "--save", "", "--appendonly", "no", "--dir", str(self.dir), "--logfile", self.logfile],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                "redis-server",
+                "--daemonize",
+                "yes",
+                "--bind",
+                *bind,
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.dir),
+                "--logfile",
+                self.logfile,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         self._wait(up=True)
 
     def stop(self) -> None:
-        subprocess.run(["redis-cli", "-p", str(self.port), "shutdown", "nosave"], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["redis-cli", "-p", str(self.port), "shutdown", "nosave"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         self._wait(up=False)
 
     def restart(self, down_for: float = 0.5) -> None:
@@ -292,8 +359,12 @@ class RedisServer:
     def _wait(self, *, up: bool, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            ok = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True,
-                                text=True).stdout.strip() == "PONG"
+            ok = (
+                subprocess.run(
+                    ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
+                ).stdout.strip()
+                == "PONG"
+            )
             if ok == up:
                 return
             time.sleep(0.05)
@@ -340,8 +411,15 @@ class Harness:
     """Requests on fresh groups (one request per group, each group tagged at the provider),
     worker processes, the sweeper, and the invariant checks."""
 
-    def __init__(self, *, provider_url: str, spawn: Callable[..., Any], concurrency: int = 4,
-                 sweep_age: float = SWEEP_AGE, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        *,
+        provider_url: str,
+        spawn: Callable[..., Any],
+        concurrency: int = 4,
+        sweep_age: float = SWEEP_AGE,
+        log: Callable[[str], None] = print,
+    ) -> None:
         from bench.fake_provider import FakeProviderClient
 
         self.client = FakeProviderClient(provider_url)
@@ -361,9 +439,15 @@ class Harness:
 
     # workers
 
-    def spawn(self, name: str = "w", env: dict[str, str] | None = None, loglevel: str = "warning") -> Any:
-        worker = self.spawn_fn(name=f"{name}{next(self._names)}-{self.run_id}", env=env or {},
-                               concurrency=self.concurrency, loglevel=loglevel)
+    def spawn(
+        self, name: str = "w", env: dict[str, str] | None = None, loglevel: str = "warning"
+    ) -> Any:
+        worker = self.spawn_fn(
+            name=f"{name}{next(self._names)}-{self.run_id}",
+            env=env or {},
+            concurrency=self.concurrency,
+            loglevel=loglevel,
+        )
         self.workers.append(worker)
         return worker
 
@@ -399,7 +483,9 @@ class Harness:
 
     # requests
 
-    def new_requests(self, n: int, *, latency: float, timeout: float = 10.0, **faults: float) -> list[int]:
+    def new_requests(
+        self, n: int, *, latency: float, timeout: float = 10.0, **faults: float
+    ) -> list[int]:
         """``n`` fresh groups, one request each; ``faults`` are fake-provider options for them."""
         from groups.services.requests import request_create
 
@@ -407,9 +493,14 @@ class Harness:
         for _ in range(n):
             tag = f"{self.run_id}-{next(self._n)}"
             self.client.configure(tags={tag: {"latency": latency, **faults}})
-            group = db_retry(lambda tag=tag: build_group(username=f"faults-{tag}", base_url=self.client.base_url(tag),
-                                                         timeout=timeout))
-            request = db_retry(lambda group=group, tag=tag: request_create(group=group, text=f"{ASK} [{tag}]"))
+            group = db_retry(
+                lambda tag=tag: build_group(
+                    username=f"faults-{tag}", base_url=self.client.base_url(tag), timeout=timeout
+                )
+            )
+            request = db_retry(
+                lambda group=group, tag=tag: request_create(group=group, text=f"{ASK} [{tag}]")
+            )
             self.tags[request.pk] = tag
             ids.append(request.pk)
         return ids
@@ -417,14 +508,25 @@ class Harness:
     def unfinished(self, ids: list[int]) -> list[int]:
         from groups.models import GroupRequest
 
-        return db_retry(lambda: list(GroupRequest.objects.filter(pk__in=ids).exclude(
-            state__in=GroupRequest.FINISHED_STATES).values_list("pk", flat=True)))
+        return db_retry(
+            lambda: list(
+                GroupRequest.objects.filter(pk__in=ids)
+                .exclude(state__in=GroupRequest.FINISHED_STATES)
+                .values_list("pk", flat=True)
+            )
+        )
 
     def fences(self, ids: list[int]) -> dict[int, tuple[int, int]]:
         from groups.models import GroupRequest
 
-        return db_retry(lambda: {pk: (f, c) for pk, f, c in GroupRequest.objects.filter(pk__in=ids)
-                                 .values_list("pk", "fence", "completed_fence")})
+        return db_retry(
+            lambda: {
+                pk: (f, c)
+                for pk, f, c in GroupRequest.objects.filter(pk__in=ids).values_list(
+                    "pk", "fence", "completed_fence"
+                )
+            }
+        )
 
     def calls_in_flight(self, workers: list[Any]) -> list[tuple[int, int, Any]]:
         """(request id, client port, worker) of each model call the provider holds now for
@@ -472,46 +574,92 @@ class Harness:
             GroupRequest,
         )
 
-        requests = {r.pk: r for r in GroupRequest.objects.filter(pk__in=ids).select_related("group")}
+        requests = {
+            r.pk: r for r in GroupRequest.objects.filter(pk__in=ids).select_related("group")
+        }
         reservations: dict[int, list[dict]] = defaultdict(list)
-        for row in (CallReservation.objects.filter(request_id__in=ids).order_by("id")
-                    .values("request_id", "purpose", "status", "reason", "fence")):
+        for row in (
+            CallReservation.objects.filter(request_id__in=ids)
+            .order_by("id")
+            .values("request_id", "purpose", "status", "reason", "fence")
+        ):
             reservations[row["request_id"]].append(row)
         messages: dict[int, list[dict]] = defaultdict(list)
-        for row in (Message.objects.filter(request_id__in=ids).order_by("seq")
-                    .values("id", "request_id", "speaker_kind", "speaker_agent_id", "kind", "step",
-                            "reply_to_call_id")):
+        for row in (
+            Message.objects.filter(request_id__in=ids)
+            .order_by("seq")
+            .values(
+                "id",
+                "request_id",
+                "speaker_kind",
+                "speaker_agent_id",
+                "kind",
+                "step",
+                "reply_to_call_id",
+            )
+        ):
             messages[row["request_id"]].append(row)
-        pending = set(Approval.objects.filter(request_id__in=ids, status=Approval.Status.PENDING)
-                      .values_list("request_id", flat=True))
+        pending = set(
+            Approval.objects.filter(request_id__in=ids, status=Approval.Status.PENDING).values_list(
+                "request_id", flat=True
+            )
+        )
         out = []
         for pk in ids:
             r, rows, msgs = requests[pk], reservations[pk], messages[pk]
             held = [x for x in rows if x["status"] != CallReservation.Status.RELEASED]
-            for purpose, limit, counter in (("working", WORKING_CALLS, r.working_reserved),
-                                            ("synthesis", SYNTHESIS_CALLS, r.synthesis_reserved),
-                                            ("maintenance", MAINTENANCE_CALLS, r.maintenance_reserved)):
+            for purpose, limit, counter in (
+                ("working", WORKING_CALLS, r.working_reserved),
+                ("synthesis", SYNTHESIS_CALLS, r.synthesis_reserved),
+                ("maintenance", MAINTENANCE_CALLS, r.maintenance_reserved),
+            ):
                 n = sum(1 for x in held if x["purpose"] == purpose)
                 if n > limit:
                     out.append(f"request {pk}: {n} {purpose} reservations held, limit {limit}")
                 if n != counter:
-                    out.append(f"request {pk}: {purpose} counter {counter} but {n} reservations held")
-            rejected = sum(1 for x in rows if x["status"] == CallReservation.Status.RELEASED
-                           and x["reason"] == "PROVIDER_REJECTED")
+                    out.append(
+                        f"request {pk}: {purpose} counter {counter} but {n} reservations held"
+                    )
+            rejected = sum(
+                1
+                for x in rows
+                if x["status"] == CallReservation.Status.RELEASED
+                and x["reason"] == "PROVIDER_REJECTED"
+            )
             dispatched = seen.get(self.tags[pk], 0)
             if dispatched > len(held) + rejected:
-                out.append(f"request {pk}: the provider received {dispatched} calls, only "
-                           f"{len(held)} reservations held + {rejected} released on rejection")
+                out.append(
+                    f"request {pk}: the provider received {dispatched} calls, only "
+                    f"{len(held)} reservations held + {rejected} released on rejection"
+                )
             owner = [m for m in msgs if m["speaker_kind"] == Message.SpeakerKind.OWNER]
             if len(owner) != 1 or r.message_id != owner[0]["id"]:
-                out.append(f"request {pk}: {len(owner)} owner messages (request.message={r.message_id})")
-            turns = Counter((m["speaker_agent_id"], m["step"]) for m in msgs
-                            if m["kind"] == Message.Kind.TURN and m["step"] is not None)
-            out += [f"request {pk}: agent {a} has {n} turns at step {s}" for (a, s), n in turns.items() if n > 1]
-            answers = Counter(m["reply_to_call_id"] for m in msgs if m["kind"] == Message.Kind.TURN
-                              and m["reply_to_call_id"] and m["speaker_agent_id"] != r.group.coordinator_id)
-            out += [f"request {pk}: ask {c} answered {n} times" for c, n in answers.items() if n > 1]
-            fences = [x["fence"] for x in rows if x["purpose"] != CallReservation.Purpose.MAINTENANCE]
+                out.append(
+                    f"request {pk}: {len(owner)} owner messages (request.message={r.message_id})"
+                )
+            turns = Counter(
+                (m["speaker_agent_id"], m["step"])
+                for m in msgs
+                if m["kind"] == Message.Kind.TURN and m["step"] is not None
+            )
+            out += [
+                f"request {pk}: agent {a} has {n} turns at step {s}"
+                for (a, s), n in turns.items()
+                if n > 1
+            ]
+            answers = Counter(
+                m["reply_to_call_id"]
+                for m in msgs
+                if m["kind"] == Message.Kind.TURN
+                and m["reply_to_call_id"]
+                and m["speaker_agent_id"] != r.group.coordinator_id
+            )
+            out += [
+                f"request {pk}: ask {c} answered {n} times" for c, n in answers.items() if n > 1
+            ]
+            fences = [
+                x["fence"] for x in rows if x["purpose"] != CallReservation.Purpose.MAINTENANCE
+            ]
             if any(b <= a for a, b in itertools.pairwise(fences)):
                 out.append(f"request {pk}: reservation fences not strictly increasing: {fences}")
             steps = [m["step"] for m in msgs if m["step"] is not None]
@@ -532,8 +680,9 @@ class Harness:
                 replaced += 1
         return replaced
 
-    def wait_finished(self, ids: list[int], bound: float,
-                      tick: Callable[[], None] | None = None) -> list[str]:
+    def wait_finished(
+        self, ids: list[int], bound: float, tick: Callable[[], None] | None = None
+    ) -> list[str]:
         """Liveness: every request finished within ``bound`` seconds, with an outcome code."""
         from groups.models import GroupRequest
 
@@ -545,18 +694,28 @@ class Harness:
         out = []
         for r in db_retry(lambda: list(GroupRequest.objects.filter(pk__in=ids))):
             if not r.is_finished:
-                out.append(f"request {r.pk}: still {r.state} after {bound:g} s (fence {r.fence}, "
-                           f"completed {r.completed_fence}, working {r.working_reserved})")
+                out.append(
+                    f"request {r.pk}: still {r.state} after {bound:g} s (fence {r.fence}, "
+                    f"completed {r.completed_fence}, working {r.working_reserved})"
+                )
             elif not r.outcome_code or (r.state != GroupRequest.State.COMPLETED and not r.outcome):
-                out.append(f"request {r.pk}: {r.state} without an honest outcome "
-                           f"({r.outcome_code!r}, {r.outcome!r})")
+                out.append(
+                    f"request {r.pk}: {r.state} without an honest outcome "
+                    f"({r.outcome_code!r}, {r.outcome!r})"
+                )
         return out
 
     def outcomes(self, ids: list[int]) -> Counter:
         from groups.models import GroupRequest
 
-        return Counter(f"{s}:{c}" for s, c in db_retry(lambda: list(
-            GroupRequest.objects.filter(pk__in=ids).values_list("state", "outcome_code"))))
+        return Counter(
+            f"{s}:{c}"
+            for s, c in db_retry(
+                lambda: list(
+                    GroupRequest.objects.filter(pk__in=ids).values_list("state", "outcome_code")
+                )
+            )
+        )
 
     def finish(self, result: Result, ids: list[int], *, bound: float, started: float) -> Result:
         """Drain with a clean worker, then the liveness and safety checks over all of ``ids``.
@@ -579,13 +738,18 @@ class Harness:
 # --- scenarios ------------------------------------------------------------------------------
 
 
-def scenario_kill(h: Harness, point: str, trials: int, *, rng: random.Random, bound: float = 120) -> Result:
+def scenario_kill(
+    h: Harness, point: str, trials: int, *, rng: random.Random, bound: float = 120
+) -> Result:
     """SIGKILL a worker at ``point`` of a step, ``trials`` times; a new worker (armed the same
     way) takes the next trial while the sweeper brings the stranded requests back."""
     result, started = Result(f"SIGKILL {point.replace('_', ' ')}"), time.monotonic()
     latency = 0.5 if point == "during_call" else 0.02
-    env = {} if point == "during_call" else {"GARDEN_FAULT_POINT": point,
-                                             "GARDEN_FAULT_PROBABILITY": str(KILL_PROBABILITY)}
+    env = (
+        {}
+        if point == "during_call"
+        else {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": str(KILL_PROBABILITY)}
+    )
     ids: list[int] = []
     for _ in range(trials):
         ids += h.new_requests(1, latency=latency)
@@ -606,13 +770,24 @@ def scenario_kill(h: Harness, point: str, trials: int, *, rng: random.Random, bo
         h.workers.remove(worker)
         result.trials += 1
         result.violations += h.check_safety(ids)
-    result.note = f"probability {KILL_PROBABILITY} per hit" if point != "during_call" else \
-        f"killed 0-{latency * 0.6:g} s into a {latency:g} s call"
+    result.note = (
+        f"probability {KILL_PROBABILITY} per hit"
+        if point != "during_call"
+        else f"killed 0-{latency * 0.6:g} s into a {latency:g} s call"
+    )
     return h.finish(result, ids, bound=bound, started=started)
 
 
-def scenario_stop(h: Harness, trials: int, *, rng: random.Random, workers: int = 5,
-                  active: int = 15, latency: float = 1.0, bound: float = 120) -> Result:
+def scenario_stop(
+    h: Harness,
+    trials: int,
+    *,
+    rng: random.Random,
+    workers: int = 5,
+    active: int = 15,
+    latency: float = 1.0,
+    bound: float = 120,
+) -> Result:
     """SIGSTOP a worker while the provider holds one of its calls; once another worker has
     taken each of its steps over (fence moved), SIGCONT it. The stale steps must not write:
     no message at their fence, their reservation settled as lost by the takeover."""
@@ -641,12 +816,25 @@ def scenario_stop(h: Harness, trials: int, *, rng: random.Random, workers: int =
         for due in [c for c in checks if c[0] <= now]:
             checks.remove(due)
             for pk, fence in due[1]:
-                if db_retry(lambda pk=pk, fence=fence: Message.objects.filter(request_id=pk, step=fence).exists()):
-                    result.violations.append(f"request {pk}: the stale step at fence {fence} wrote a message")
-                row = db_retry(lambda pk=pk, fence=fence: CallReservation.objects.filter(
-                    request_id=pk, fence=fence).values_list("status", "reason").first())
+                if db_retry(
+                    lambda pk=pk, fence=fence: Message.objects.filter(
+                        request_id=pk, step=fence
+                    ).exists()
+                ):
+                    result.violations.append(
+                        f"request {pk}: the stale step at fence {fence} wrote a message"
+                    )
+                row = db_retry(
+                    lambda pk=pk, fence=fence: (
+                        CallReservation.objects.filter(request_id=pk, fence=fence)
+                        .values_list("status", "reason")
+                        .first()
+                    )
+                )
                 if row is not None and row != ("consumed", "ambiguous: step lost"):
-                    result.violations.append(f"request {pk}: reservation at stale fence {fence} is {row}")
+                    result.violations.append(
+                        f"request {pk}: reservation at stale fence {fence} is {row}"
+                    )
             result.violations += h.check_safety(ids)
         running = [w for w in pool if w not in frozen]
         if result.trials < trials and len(running) > 1:
@@ -659,7 +847,9 @@ def scenario_stop(h: Harness, trials: int, *, rng: random.Random, workers: int =
                 # nothing yet, so any message at their fence would be a stale write.
                 inside = [pk for pk, port in mine if h.port_in_flight(pk, port)]
                 current = h.fences(inside)
-                subjects = [(pk, current[pk][0]) for pk in inside if current[pk][1] < current[pk][0]]
+                subjects = [
+                    (pk, current[pk][0]) for pk in inside if current[pk][1] < current[pk][0]
+                ]
                 if subjects:
                     frozen[worker] = (time.monotonic(), subjects)
                     result.trials += 1
@@ -681,9 +871,11 @@ def scenario_stop(h: Harness, trials: int, *, rng: random.Random, workers: int =
         h.workers.remove(worker)
     resumed = stale_returns([w.log_path for w in pool], longer_than=LOCK_TTL)
     result.details.update({"frozen_steps": stale_steps, "resumed_stale": resumed})
-    result.note = (f"{stale_steps} steps frozen in a model call; {resumed} steps resumed after their lock "
-                   f"expired and gave up as stale (worker logs); lock TTL {LOCK_TTL} s, call {latency:g} s, "
-                   f"{workers} workers")
+    result.note = (
+        f"{stale_steps} steps frozen in a model call; {resumed} steps resumed after their lock "
+        f"expired and gave up as stale (worker logs); lock TTL {LOCK_TTL} s, call {latency:g} s, "
+        f"{workers} workers"
+    )
     return result
 
 
@@ -698,8 +890,9 @@ def stale_returns(logs: list[Path], *, longer_than: float) -> int:
     return count
 
 
-def scenario_redis(h: Harness, redis: RedisServer, trials: int, *, rng: random.Random,
-                   bound: float = 90) -> Result:
+def scenario_redis(
+    h: Harness, redis: RedisServer, trials: int, *, rng: random.Random, bound: float = 90
+) -> Result:
     """Restart Redis (it keeps nothing: queued tasks and locks are gone) during requests."""
     result, started = Result("restart Redis (broker + locks)"), time.monotonic()
     pool = [h.spawn("redis-") for _ in range(2)]
@@ -721,8 +914,10 @@ def scenario_redis(h: Harness, redis: RedisServer, trials: int, *, rng: random.R
         result.violations += h.check_safety(ids)
     # kombu 5.7 on Redis: the consumer's reconnect dies in restore_unacked ("Unrecoverable
     # error: 'NoneType' object has no attribute 'hostname'") and the worker exits.
-    result.note = (f"{'the shared' if redis.shared else 'a private'} redis-server on :{redis.port}; "
-                   f"{exited} workers exited on a restart and were restarted by the harness's supervisor")
+    result.note = (
+        f"{'the shared' if redis.shared else 'a private'} redis-server on :{redis.port}; "
+        f"{exited} workers exited on a restart and were restarted by the harness's supervisor"
+    )
     result = h.finish(result, ids, bound=bound, started=started)
     for worker in pool:
         worker.stop()
@@ -734,11 +929,18 @@ def terminate_backends(database: str) -> int:
     import psycopg
 
     with psycopg.connect(f"{pg_base()}/postgres", autocommit=True) as conn:
-        return len(conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s "
-                                "and pid <> pg_backend_pid()", [database]).fetchall())
+        return len(
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s "
+                "and pid <> pg_backend_pid()",
+                [database],
+            ).fetchall()
+        )
 
 
-def scenario_pg(h: Harness, database: str, trials: int, *, rng: random.Random, bound: float = 90) -> Result:
+def scenario_pg(
+    h: Harness, database: str, trials: int, *, rng: random.Random, bound: float = 90
+) -> Result:
     """Terminate every backend of the harness database mid-step (workers' and the harness's)."""
     result, started = Result("drop PostgreSQL connections"), time.monotonic()
     pool = [h.spawn("pg-") for _ in range(2)]
@@ -748,6 +950,7 @@ def scenario_pg(h: Harness, database: str, trials: int, *, rng: random.Random, b
     def supervise() -> None:
         nonlocal exited
         exited += h.supervise(pool, "pg-")
+
     for _ in range(trials):
         batch = h.new_requests(6, latency=0.1)
         ids += batch
@@ -773,7 +976,9 @@ PROVIDER_MIXES = (
 )
 
 
-def scenario_provider(h: Harness, requests: int, *, rng: random.Random, bound: float = 150) -> Result:
+def scenario_provider(
+    h: Harness, requests: int, *, rng: random.Random, bound: float = 150
+) -> Result:
     """A provider that times out (1 s client timeout, held 3 s), resets, answers 429 and 500."""
     result, started = Result("provider timeouts, resets, 429, 500"), time.monotonic()
     pool = [h.spawn("provider-") for _ in range(2)]
@@ -786,7 +991,9 @@ def scenario_provider(h: Harness, requests: int, *, rng: random.Random, bound: f
     result.violations += h.check_safety(ids)
     stats = h.client.stats()["outcomes"]
     result.faults = sum(stats.get(k, 0) for k in ("timeout", "reset", "429", "500"))
-    result.note = "mixes: " + "; ".join(",".join(f"{k[2:]}={v:g}" for k, v in m.items()) for m in PROVIDER_MIXES)
+    result.note = "mixes: " + "; ".join(
+        ",".join(f"{k[2:]}={v:g}" for k, v in m.items()) for m in PROVIDER_MIXES
+    )
     result = h.finish(result, ids, bound=bound, started=started)
     for worker in pool:
         worker.stop()
@@ -798,22 +1005,36 @@ def scenario_provider(h: Harness, requests: int, *, rng: random.Random, bound: f
 
 
 def table(results: list[Result]) -> str:
-    lines = ["| scenario | trials | faults injected | requests | outcomes | violations | calls without tools "
-             "| seconds | notes |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| scenario | trials | faults injected | requests | outcomes | violations | calls without tools "
+        "| seconds | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items()))
-        lines.append(f"| {r.scenario} | {r.trials} | {r.faults} | {len(r.requests)} | {outcomes} | "
-                     f"{len(r.violations)} | {r.details.get('untooled_calls', 0)} | {r.seconds:.0f} | {r.note} |")
+        lines.append(
+            f"| {r.scenario} | {r.trials} | {r.faults} | {len(r.requests)} | {outcomes} | "
+            f"{len(r.violations)} | {r.details.get('untooled_calls', 0)} | {r.seconds:.0f} | {r.note} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Fault harness for the group loop (see the module docstring).")
-    parser.add_argument("--trials", type=int, default=200,
-                        help="SIGKILL trials (split over the five points); the other scenarios scale with it")
+    parser = argparse.ArgumentParser(
+        description="Fault harness for the group loop (see the module docstring)."
+    )
+    parser.add_argument(
+        "--trials",
+        type=int,
+        default=200,
+        help="SIGKILL trials (split over the five points); the other scenarios scale with it",
+    )
     parser.add_argument("--only", default="kill,stop,redis,pg,provider")
-    parser.add_argument("--shared-redis", action="store_true",
-                        help="use and restart the Redis on 127.0.0.1:6379 (db 4) instead of a private one")
+    parser.add_argument(
+        "--shared-redis",
+        action="store_true",
+        help="use and restart the Redis on 127.0.0.1:6379 (db 4) instead of a private one",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -841,12 +1062,19 @@ def main() -> None:
     print(machine_line())
     print(f"seed {seed}; database {DATABASE}; worker logs in {log_dir}")
     if redis.shared:
-        print("Redis: the SHARED redis-server on 127.0.0.1:6379, db 4 — restarting it wipes every db: "
-              "run this only when nothing else needs Redis.")
+        print(
+            "Redis: the SHARED redis-server on 127.0.0.1:6379, db 4 — restarting it wipes every db: "
+            "run this only when nothing else needs Redis."
+        )
     else:
-        print(f"Redis: a private redis-server on 127.0.0.1:{redis.port}, db 4 (the shared one is never touched).")
-    print(f"workers: threads pool, {h.concurrency} threads, lock TTL {LOCK_TTL} s; sweeper every "
-          f"{SWEEP_INTERVAL} s on requests quiet for {SWEEP_AGE} s", flush=True)
+        print(
+            f"Redis: a private redis-server on 127.0.0.1:{redis.port}, db 4 (the shared one is never touched)."
+        )
+    print(
+        f"workers: threads pool, {h.concurrency} threads, lock TTL {LOCK_TTL} s; sweeper every "
+        f"{SWEEP_INTERVAL} s on requests quiet for {SWEEP_AGE} s",
+        flush=True,
+    )
     results: list[Result] = []
     h.start_sweeper()
     try:
@@ -876,17 +1104,22 @@ def main() -> None:
     print()
     print(table(results))
     violations = [v for r in results for v in r.violations]
-    print(f"\n{sum(r.trials for r in results)} trials, {sum(r.faults for r in results)} faults injected, "
-          f"{sum(len(r.requests) for r in results)} requests, {len(violations)} violations; "
-          f"sweeper errors while services were cut: {h.sweep_errors}")
+    print(
+        f"\n{sum(r.trials for r in results)} trials, {sum(r.faults for r in results)} faults injected, "
+        f"{sum(len(r.requests) for r in results)} requests, {len(violations)} violations; "
+        f"sweeper errors while services were cut: {h.sweep_errors}"
+    )
     for v in violations:
         print(f"VIOLATION: {v}")
     sys.exit(1 if violations else 0)
 
 
 def _progress(r: Result) -> None:
-    print(f"  {r.scenario}: {r.trials} trials, {r.faults} faults, {len(r.requests)} requests, "
-          f"{len(r.violations)} violations, {r.seconds:.0f} s", flush=True)
+    print(
+        f"  {r.scenario}: {r.trials} trials, {r.faults} faults, {len(r.requests)} requests, "
+        f"{len(r.violations)} violations, {r.seconds:.0f} s",
+        flush=True,
+    )
     for v in r.violations[:10]:
         print(f"    VIOLATION: {v}", flush=True)
 

@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pg_base() -> str:
-    return os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test").rsplit("/", 1)[0]
+    return os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test").rsplit("/", 1)[
+        0
+    ]
 
 
 # The benchmarks measure capacity, so one owner drives every group: the per-owner quotas are
@@ -56,15 +58,18 @@ def ensure_database(database: str, *, fresh: bool = False) -> None:
     with psycopg.connect(f"{pg_base()}/postgres", autocommit=True) as conn:
         exists = conn.execute("select 1 from pg_database where datname = %s", [database]).fetchone()
         if exists and fresh:
-            conn.execute("select pg_terminate_backend(pid) from pg_stat_activity where datname = %s",
-                         [database])
+            conn.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s",
+                [database],
+            )
             conn.execute(f'drop database "{database}"')
             exists = None
         if not exists:
             conn.execute(f'create database "{database}"')
     env = {**os.environ, "DATABASE_URL": f"{pg_base()}/{database}"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env,
-                   check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT, env=env, check=True
+    )
 
 
 def machine_line() -> str:
@@ -79,9 +84,11 @@ def machine_line() -> str:
     rv = redis.Redis.from_url(settings.REDIS_URL).info("server")["redis_version"]
     import celery
 
-    return (f"machine: {platform.node()}, {os.cpu_count()} cores, {_memory()}, Python "
-            f"{platform.python_version()}, PostgreSQL {pg}, Redis {rv}, Celery {celery.__version__}, "
-            f"Django {__import__('django').get_version()}")
+    return (
+        f"machine: {platform.node()}, {os.cpu_count()} cores, {_memory()}, Python "
+        f"{platform.python_version()}, PostgreSQL {pg}, Redis {rv}, Celery {celery.__version__}, "
+        f"Django {__import__('django').get_version()}"
+    )
 
 
 def round_trips(n: int = 500) -> str:
@@ -104,8 +111,10 @@ def round_trips(n: int = 500) -> str:
     from django.conf import settings
 
     client = redis.Redis.from_url(settings.REDIS_URL)
-    return (f"round trips (p50 of {n}): PostgreSQL select 1 {pg:.3f} ms, "
-            f"Redis PING {median_ms(client.ping):.3f} ms")
+    return (
+        f"round trips (p50 of {n}): PostgreSQL select 1 {pg:.3f} ms, "
+        f"Redis PING {median_ms(client.ping):.3f} ms"
+    )
 
 
 def _memory() -> str:
@@ -132,8 +141,14 @@ def build_group(*, username: str, base_url: str, timeout: float = 30.0, member: 
 
     user = get_user_model().objects.create(username=username)
     concierge = agent_builtins_ensure(owner=user)[Agent.Builtin.CONCIERGE]
-    account = model_account_create(owner=user, name="fake", provider="openai", model="fake",
-                                   base_url=base_url, timeout_seconds=timeout)
+    account = model_account_create(
+        owner=user,
+        name="fake",
+        provider="openai",
+        model="fake",
+        base_url=base_url,
+        timeout_seconds=timeout,
+    )
     concierge.model_account = account
     concierge.save(update_fields=["model_account"])
     group = Group.objects.create(owner=user, name=f"{username} team", coordinator=concierge)
@@ -169,19 +184,46 @@ class Worker:
 
     _count = 0
 
-    def __init__(self, *, pool: str = "threads", concurrency: int = 8, env: dict[str, str] | None = None,
-                 log_path: Path | None = None, name: str = "w", loglevel: str = "warning") -> None:
+    def __init__(
+        self,
+        *,
+        pool: str = "threads",
+        concurrency: int = 8,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        name: str = "w",
+        loglevel: str = "warning",
+    ) -> None:
         Worker._count += 1
         self.name = f"{name}{Worker._count}"
-        cmd = [sys.executable, "-m", "celery", "--quiet", "-A", "config", "worker", f"--pool={pool}",
-               f"--concurrency={concurrency}", f"--hostname={self.name}-{os.getpid()}@%h",
-               "--without-gossip", "--without-mingle", "--without-heartbeat", f"--loglevel={loglevel}",
-               "--include=bench.diagnostics"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "celery",
+            "--quiet",
+            "-A",
+            "config",
+            "worker",
+            f"--pool={pool}",
+            f"--concurrency={concurrency}",
+            f"--hostname={self.name}-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            f"--loglevel={loglevel}",
+            "--include=bench.diagnostics",
+        ]
         self.log_path = log_path
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
         self.pid = self.proc.pid
         self.started = time.monotonic()
 

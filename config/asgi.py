@@ -19,8 +19,8 @@ from dashboard.origin import SameOriginValidator  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(SameOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        )),
+        "websocket": AllowedHostsOriginValidator(
+            SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

@@ -20,7 +20,9 @@ env = environ.Env()
 
 GARDEN_ENV = env.str("GARDEN_ENV", default="development")
 if GARDEN_ENV not in {"development", "production"}:
-    raise ImproperlyConfigured(f"GARDEN_ENV must be 'development' or 'production', not {GARDEN_ENV!r}")
+    raise ImproperlyConfigured(
+        f"GARDEN_ENV must be 'development' or 'production', not {GARDEN_ENV!r}"
+    )
 PRODUCTION = GARDEN_ENV == "production"
 
 VAR_DIR = Path(env.str("GARDEN_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -223,7 +225,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # The threads pool does not enforce Celery time limits at all; then the call timeout is what
 # ends a step, and the lock TTL still outlives it.
 GARDEN_MODEL_CALL_TIMEOUT = env.float("GARDEN_MODEL_CALL_TIMEOUT", default=60.0)
-CELERY_TASK_SOFT_TIME_LIMIT = env.int("GARDEN_TASK_SOFT_TIME_LIMIT", default=int(4 * GARDEN_MODEL_CALL_TIMEOUT))
+CELERY_TASK_SOFT_TIME_LIMIT = env.int(
+    "GARDEN_TASK_SOFT_TIME_LIMIT", default=int(4 * GARDEN_MODEL_CALL_TIMEOUT)
+)
 CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=CELERY_TASK_SOFT_TIME_LIMIT + 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
@@ -240,8 +244,10 @@ if REDIS_URL:
             # socket_timeout None: a consumer waits on a blocking pop (BZPOPMIN) while its room
             # is quiet, and redis-py 8's default 5 s read timeout would tear every idle
             # websocket down every 5 s (channels_redis#422).
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": None}],
-                       "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden")},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden"),
+            },
         }
     }
 else:
@@ -253,11 +259,20 @@ else:
 # Redis keep apart by it.
 GARDEN_CACHE_PREFIX = env.str("GARDEN_CACHE_PREFIX", default="garden")
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                          "LOCATION": REDIS_URL, "KEY_PREFIX": GARDEN_CACHE_PREFIX}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": GARDEN_CACHE_PREFIX,
+        }
+    }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                          "KEY_PREFIX": GARDEN_CACHE_PREFIX}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "KEY_PREFIX": GARDEN_CACHE_PREFIX,
+        }
+    }
 
 # Per-group lock: Redis when REDIS_URL is set, else a local file lock under var/.
 GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
@@ -265,9 +280,16 @@ GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
 # that does — SIGSTOP, a paused VM — from writing, but its model call would be wasted).
 GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK_TIME_LIMIT + 30)
 # The sweeper leaves a request alone until it has been quiet longer than a step can live.
-GARDEN_SWEEP_AFTER_SECONDS = env.int("GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30)
-_chain = (GARDEN_MODEL_CALL_TIMEOUT, CELERY_TASK_SOFT_TIME_LIMIT, CELERY_TASK_TIME_LIMIT,
-          GARDEN_LOCK_TTL_SECONDS, GARDEN_SWEEP_AFTER_SECONDS)
+GARDEN_SWEEP_AFTER_SECONDS = env.int(
+    "GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30
+)
+_chain = (
+    GARDEN_MODEL_CALL_TIMEOUT,
+    CELERY_TASK_SOFT_TIME_LIMIT,
+    CELERY_TASK_TIME_LIMIT,
+    GARDEN_LOCK_TTL_SECONDS,
+    GARDEN_SWEEP_AFTER_SECONDS,
+)
 if PRODUCTION and any(a >= b for a, b in itertools.pairwise(_chain)):
     # Development may shorten the lock on purpose (the fault harness does); production may not.
     raise ImproperlyConfigured(
@@ -317,8 +339,9 @@ GARDEN_TOOL_HTTP_MAX_BYTES = env.int("GARDEN_TOOL_HTTP_MAX_BYTES", default=100_0
 # The tools of one model reply: at most this many run, within this many seconds together (so a
 # step is at most one model call plus this; both stay well inside the soft time limit).
 GARDEN_MAX_TOOL_CALLS_PER_REPLY = env.int("GARDEN_MAX_TOOL_CALLS_PER_REPLY", default=8)
-GARDEN_TOOLS_SECONDS_PER_STEP = env.float("GARDEN_TOOLS_SECONDS_PER_STEP",
-                                          default=GARDEN_MODEL_CALL_TIMEOUT)
+GARDEN_TOOLS_SECONDS_PER_STEP = env.float(
+    "GARDEN_TOOLS_SECONDS_PER_STEP", default=GARDEN_MODEL_CALL_TIMEOUT
+)
 # A model's reply larger than this is refused unread (a provider's JSON is a few KB to a few MB).
 GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", default=8_000_000)
 
@@ -330,7 +353,6 @@ GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", def
 # (a local Ollama or vLLM), so tools cannot reach them.
 GARDEN_EGRESS_ALLOW = env.list("GARDEN_EGRESS_ALLOW", default=[])
 GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", default=[])
-
 
 
 # --- fair share: quotas and limits per owner --------------------------------------------------
@@ -349,8 +371,9 @@ GARDEN_MAX_GROUPS_PER_OWNER = env.int("GARDEN_MAX_GROUPS_PER_OWNER", default=50)
 GARDEN_MAX_AGENTS_PER_OWNER = env.int("GARDEN_MAX_AGENTS_PER_OWNER", default=100)
 GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = env.int("GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER", default=20)
 GARDEN_MAX_MISSIONS_PER_OWNER = env.int("GARDEN_MAX_MISSIONS_PER_OWNER", default=20)
-GARDEN_MIN_MISSION_INTERVAL_SECONDS = env.int("GARDEN_MIN_MISSION_INTERVAL_SECONDS",
-                                              default=300 if PRODUCTION else 60)
+GARDEN_MIN_MISSION_INTERVAL_SECONDS = env.int(
+    "GARDEN_MIN_MISSION_INTERVAL_SECONDS", default=300 if PRODUCTION else 60
+)
 # Model calls one owner may have in flight across every worker (Redis-backed with REDIS_URL);
 # further steps of that owner wait, re-checking every GARDEN_CALL_SLOT_RETRY_SECONDS, while
 # other owners' steps run.
@@ -364,8 +387,9 @@ GARDEN_CALL_SLOT_RETRY_SECONDS = env.float("GARDEN_CALL_SLOT_RETRY_SECONDS", def
 #                    "groups": ["research"]}}
 # An account using one sends its key only to the credential's base_url (default: the
 # provider's public API). Owners never name an environment variable.
-GARDEN_CREDENTIALS = (env.json("GARDEN_CREDENTIALS") if env.str("GARDEN_CREDENTIALS", default="").strip()
-                      else {})
+GARDEN_CREDENTIALS = (
+    env.json("GARDEN_CREDENTIALS") if env.str("GARDEN_CREDENTIALS", default="").strip() else {}
+)
 # Fernet keys (comma-separated, `python -c "from cryptography.fernet import Fernet;
 # print(Fernet.generate_key().decode())"`) for the keys owners paste: the first encrypts,
 # all decrypt; put a new key first and run `manage.py rotate_api_keys` to rotate. Unset in
@@ -379,9 +403,12 @@ def _check_egress_and_keys() -> None:
     from garden.credentials import parse_credentials
     from garden.egress import parse_allowlist
 
-    checks = [("GARDEN_EGRESS_ALLOW", parse_allowlist), ("GARDEN_EGRESS_ALLOW_PROVIDERS", parse_allowlist),
-              ("GARDEN_CREDENTIALS", parse_credentials),
-              ("GARDEN_FERNET_KEYS", lambda keys: [Fernet(k.encode()) for k in keys])]
+    checks = [
+        ("GARDEN_EGRESS_ALLOW", parse_allowlist),
+        ("GARDEN_EGRESS_ALLOW_PROVIDERS", parse_allowlist),
+        ("GARDEN_CREDENTIALS", parse_credentials),
+        ("GARDEN_FERNET_KEYS", lambda keys: [Fernet(k.encode()) for k in keys]),
+    ]
     for name, check in checks:
         try:
             check(globals()[name])

@@ -16,17 +16,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SPENDING = "Review this month's spending and help me decide how much I can save."
 SCRIBE_RULES = [
     {"after_tool_result": True, "reply": "Saved the plan on the Canvas."},
-    {"when": "write", "reply": {"text": "I'll write the plan down.", "tool_calls": [
-        {"name": "file.write", "arguments": {
-            "title": "Savings plan",
-            "content": "Savings plan\n\nIncome        4,200\nSpending      3,150\nLeft          1,050\n\n"
-                       "Save 800 a month by standing order on payday.\nKeep a 250 buffer for "
-                       "irregular costs.\nRevisit eating out (310) to reach 1,000."}}]}},
+    {
+        "when": "write",
+        "reply": {
+            "text": "I'll write the plan down.",
+            "tool_calls": [
+                {
+                    "name": "file.write",
+                    "arguments": {
+                        "title": "Savings plan",
+                        "content": "Savings plan\n\nIncome        4,200\nSpending      3,150\nLeft          1,050\n\n"
+                        "Save 800 a month by standing order on payday.\nKeep a 250 buffer for "
+                        "irregular costs.\nRevisit eating out (310) to reach 1,000.",
+                    },
+                }
+            ],
+        },
+    },
 ]
 
 
@@ -58,12 +77,26 @@ def _seed() -> dict:
     ledger = Agent.objects.get(owner=demo, handle="ledger")
     ledger.model_account.options = {**ledger.model_account.options, "delay": 3}
     ledger.model_account.save(update_fields=["options"])
-    account = model_account_create(owner=demo, name="Scribe (scripted)", provider="scripted",
-                                   model="scripted", options={"rules": SCRIBE_RULES})
-    scribe = agent_create(owner=demo, handle="scribe", name="Scribe", model_account=account,
-                          colour="#16a085", enabled_tools=["file.write"], approval_tools=["file.write"])
+    account = model_account_create(
+        owner=demo,
+        name="Scribe (scripted)",
+        provider="scripted",
+        model="scripted",
+        options={"rules": SCRIBE_RULES},
+    )
+    scribe = agent_create(
+        owner=demo,
+        handle="scribe",
+        name="Scribe",
+        model_account=account,
+        colour="#16a085",
+        enabled_tools=["file.write"],
+        approval_tools=["file.write"],
+    )
     Membership.objects.create(group=group, agent=scribe, position=3)
-    groceries = Group.objects.create(owner=demo, name="Weekly groceries", coordinator=group.coordinator)
+    groceries = Group.objects.create(
+        owner=demo, name="Weekly groceries", coordinator=group.coordinator
+    )
     for position, agent in enumerate((group.coordinator, ledger)):
         Membership.objects.create(group=groceries, agent=agent, position=position)
     return {"newcomer": newcomer, "demo": demo, "group": group}
@@ -77,8 +110,15 @@ def _signed_in(browser, base: str, user):
     client.force_login(user)
     context = browser.new_context(base_url=base, viewport={"width": 1280, "height": 860})
     context.set_default_timeout(20_000)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "url": base,
-                          "value": client.cookies[settings.SESSION_COOKIE_NAME].value}])
+    context.add_cookies(
+        [
+            {
+                "name": settings.SESSION_COOKIE_NAME,
+                "url": base,
+                "value": client.cookies[settings.SESSION_COOKIE_NAME].value,
+            }
+        ]
+    )
     return context.new_page()
 
 

@@ -35,8 +35,14 @@ def embedded_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Itera
 
     from config.celery import app
 
-    with start_worker(app, pool="threads", concurrency=concurrency, perform_ping_check=False,
-                      loglevel=loglevel, shutdown_timeout=30):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=concurrency,
+        perform_ping_check=False,
+        loglevel=loglevel,
+        shutdown_timeout=30,
+    ):
         yield app
 
 
@@ -57,8 +63,11 @@ class ThreadedDaphne:
         from daphne.server import Server
 
         self.server = Server(
-            application=asgi_application(), endpoints=endpoints(self.host, self.port),
-            signal_handlers=False, verbosity=0, ready_callable=self._ready.set,
+            application=asgi_application(),
+            endpoints=endpoints(self.host, self.port),
+            signal_handlers=False,
+            verbosity=0,
+            ready_callable=self._ready.set,
         )
         threading.Thread(target=self.server.run, name="daphne", daemon=True).start()
         if not self._ready.wait(timeout) or not self.server.listening_addresses:

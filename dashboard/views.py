@@ -29,8 +29,14 @@ def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
 
 
 def face(agent: Agent) -> dict[str, Any]:
-    return {"id": agent.pk, "handle": agent.handle, "name": agent.name, "colour": agent.colour,
-            "can_run": agent.can_run, "builtin": agent.builtin}
+    return {
+        "id": agent.pk,
+        "handle": agent.handle,
+        "name": agent.name,
+        "colour": agent.colour,
+        "can_run": agent.can_run,
+        "builtin": agent.builtin,
+    }
 
 
 def roster(request: HttpRequest) -> HttpResponse:
@@ -40,34 +46,51 @@ def roster(request: HttpRequest) -> HttpResponse:
     groups = list(group_list(owner=request.user))
     for group in groups:
         group.member_agents = [m.agent for m in group.ordered_memberships]
-    return TemplateResponse(request, "dashboard/roster.html", _context(
+    return TemplateResponse(
         request,
-        title="Your agents and groups",
-        agents=agents,
-        groups=groups,
-        can_make_group=selectors.can_make_group(agents),
-        candidates=selectors.group_candidates(agents),
-        default_coordinator=concierge,
-        create_member_ids=[concierge.pk] if concierge else [],
-        memory_sentence=MEMORY_SENTENCE,
-    ))
+        "dashboard/roster.html",
+        _context(
+            request,
+            title="Your agents and groups",
+            agents=agents,
+            groups=groups,
+            can_make_group=selectors.can_make_group(agents),
+            candidates=selectors.group_candidates(agents),
+            default_coordinator=concierge,
+            create_member_ids=[concierge.pk] if concierge else [],
+            memory_sentence=MEMORY_SENTENCE,
+        ),
+    )
 
 
 def agents(request: HttpRequest) -> HttpResponse:
     rows = list(agent_list(owner=request.user).select_related("model_account"))
-    return TemplateResponse(request, "dashboard/agents.html", _context(
-        request, title="Agents", agents=rows, teammates=len(selectors.teammates(rows)),
-    ))
+    return TemplateResponse(
+        request,
+        "dashboard/agents.html",
+        _context(
+            request,
+            title="Agents",
+            agents=rows,
+            teammates=len(selectors.teammates(rows)),
+        ),
+    )
 
 
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
     agent = agent_list(owner=request.user).filter(pk=agent_id).first()
     if agent is None:
         raise Http404("No such agent.")
-    return TemplateResponse(request, "dashboard/agent.html", _context(
-        request, title=agent.name, agent=agent,
-        groups=selectors.agent_groups(owner=request.user, agent=agent),
-    ))
+    return TemplateResponse(
+        request,
+        "dashboard/agent.html",
+        _context(
+            request,
+            title=agent.name,
+            agent=agent,
+            groups=selectors.agent_groups(owner=request.user, agent=agent),
+        ),
+    )
 
 
 def _group_or_404(request: HttpRequest, group_id: int) -> Group:
@@ -82,8 +105,12 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
     members = [m.agent for m in group.ordered_memberships]
     candidates = selectors.group_candidates(agent_list(owner=request.user))
     data = {
-        "group": {"id": group.pk, "name": group.name, "coordinator": group.coordinator_id,
-                  "members": [face(a) for a in members]},
+        "group": {
+            "id": group.pk,
+            "name": group.name,
+            "coordinator": group.coordinator_id,
+            "members": [face(a) for a in members],
+        },
         "owner": {"name": request.user.get_short_name() or request.user.get_username()},
         "budget": {"working": WORKING_CALLS, "synthesis": SYNTHESIS_CALLS},
         "urls": {
@@ -95,17 +122,29 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             "agent": reverse("dashboard:agent", args=[0]),
         },
     }
-    return TemplateResponse(request, "dashboard/room.html", _context(
-        request, title=group.name, group=group, members=members, candidates=candidates,
-        member_ids=[a.pk for a in members],
-        artifacts=selectors.group_artifacts(owner=request.user, group=group),
-        room_data=data,
-    ))
+    return TemplateResponse(
+        request,
+        "dashboard/room.html",
+        _context(
+            request,
+            title=group.name,
+            group=group,
+            members=members,
+            candidates=candidates,
+            member_ids=[a.pk for a in members],
+            artifacts=selectors.group_artifacts(owner=request.user, group=group),
+            room_data=data,
+        ),
+    )
 
 
 def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
     """The Canvas list alone, for the room's script to refresh in place."""
     group = _group_or_404(request, group_id)
-    return TemplateResponse(request, "dashboard/_canvas_list.html", {
-        "artifacts": selectors.group_artifacts(owner=request.user, group=group),
-    })
+    return TemplateResponse(
+        request,
+        "dashboard/_canvas_list.html",
+        {
+            "artifacts": selectors.group_artifacts(owner=request.user, group=group),
+        },
+    )

@@ -13,7 +13,9 @@ class ModelAccountForm(forms.ModelForm):
     shown again (the field is always empty on the page)."""
 
     api_key = forms.CharField(
-        required=False, strip=True, max_length=4096,
+        required=False,
+        strip=True,
+        max_length=4096,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
         help_text="Paste a key to store it encrypted; leave empty to keep the current one.",
     )
@@ -21,8 +23,16 @@ class ModelAccountForm(forms.ModelForm):
 
     class Meta:
         model = ModelAccount
-        fields = ["owner", "name", "provider", "model", "base_url", "credential",
-                  "timeout_seconds", "options"]
+        fields = [
+            "owner",
+            "name",
+            "provider",
+            "model",
+            "base_url",
+            "credential",
+            "timeout_seconds",
+            "options",
+        ]
 
     def clean(self):
         data = super().clean()
@@ -30,11 +40,17 @@ class ModelAccountForm(forms.ModelForm):
             return data
         try:
             self.checked = model_account_check(
-                owner=data["owner"], provider=data["provider"], model=data.get("model", ""),
-                base_url=data.get("base_url", ""), credential=data.get("credential", ""),
-                api_key=data.get("api_key") or None, clear_api_key=data.get("clear_api_key", False),
-                options=data.get("options") or {}, timeout_seconds=data["timeout_seconds"],
-                staff=True, account=self.instance if self.instance.pk else None,
+                owner=data["owner"],
+                provider=data["provider"],
+                model=data.get("model", ""),
+                base_url=data.get("base_url", ""),
+                credential=data.get("credential", ""),
+                api_key=data.get("api_key") or None,
+                clear_api_key=data.get("clear_api_key", False),
+                options=data.get("options") or {},
+                timeout_seconds=data["timeout_seconds"],
+                staff=True,
+                account=self.instance if self.instance.pk else None,
             )
         except AccountError as exc:
             self.add_error(exc.field if exc.field in self.fields else None, exc.message)
@@ -101,9 +117,20 @@ class MessageAdmin(admin.ModelAdmin):
     list_display = ["conversation", "seq", "speaker_kind", "speaker_agent", "kind", "created_at"]
     list_filter = ["speaker_kind", "kind"]
     # Speakers are trusted metadata written by server code: shown, never edited.
-    readonly_fields = ["conversation", "seq", "speaker_kind", "speaker_agent", "kind", "content",
-                       "request", "in_reply_to", "addressed_agent", "reply_to_call_id", "step",
-                       "created_at"]
+    readonly_fields = [
+        "conversation",
+        "seq",
+        "speaker_kind",
+        "speaker_agent",
+        "kind",
+        "content",
+        "request",
+        "in_reply_to",
+        "addressed_agent",
+        "reply_to_call_id",
+        "step",
+        "created_at",
+    ]
 
     def has_add_permission(self, request):
         return False

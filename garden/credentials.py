@@ -96,18 +96,24 @@ def parse_credentials(config: dict[str, Any]) -> dict[str, Credential]:
         if bool(spec.get("env")) == bool(spec.get("file")):
             raise ValueError(f"{where}: give exactly one of env or file")
         if "users" not in spec and "groups" not in spec:
-            raise ValueError(f"{where}: say who may use it (users: \"*\" or a list, or groups)")
+            raise ValueError(f'{where}: say who may use it (users: "*" or a list, or groups)')
         users = spec.get("users", [])
-        if users != "*" and not (isinstance(users, list) and all(isinstance(u, str) for u in users)):
-            raise ValueError(f"{where}: users must be \"*\" or a list of usernames")
+        if users != "*" and not (
+            isinstance(users, list) and all(isinstance(u, str) for u in users)
+        ):
+            raise ValueError(f'{where}: users must be "*" or a list of usernames')
         groups = spec.get("groups", [])
         if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
             raise ValueError(f"{where}: groups must be a list of group names")
         base_url = str(spec.get("base_url") or DEFAULT_BASE_URLS[provider]).rstrip("/")
         found[str(name)] = Credential(
-            name=str(name), provider=provider, base_url=base_url, env=str(spec.get("env") or ""),
+            name=str(name),
+            provider=provider,
+            base_url=base_url,
+            env=str(spec.get("env") or ""),
             file=str(spec.get("file") or ""),
-            users=None if users == "*" else frozenset(users), groups=frozenset(groups),
+            users=None if users == "*" else frozenset(users),
+            groups=frozenset(groups),
         )
     return found
 
@@ -127,22 +133,27 @@ def credentials_for(user: AbstractBaseUser) -> list[Credential]:
     return [c for _, c in sorted(credentials().items()) if c.granted_to(user)]
 
 
-def credential_check(*, user: AbstractBaseUser, name: str, provider: str,
-                     base_url: str = "") -> Credential:
+def credential_check(
+    *, user: AbstractBaseUser, name: str, provider: str, base_url: str = ""
+) -> Credential:
     """The credential ``name`` for an account of ``provider`` at ``base_url`` owned by
     ``user``; raises CredentialError naming why it cannot be used."""
     credential = credentials().get(name)
     if credential is None or not credential.granted_to(user):
-        raise CredentialError("CREDENTIAL_NOT_ALLOWED",
-                              f"No credential named {name!r} is available to you.")
+        raise CredentialError(
+            "CREDENTIAL_NOT_ALLOWED", f"No credential named {name!r} is available to you."
+        )
     if credential.provider != provider:
-        raise CredentialError("CREDENTIAL_PROVIDER_MISMATCH",
-                              f"The credential {name!r} is for {credential.provider}, "
-                              f"not {provider}.")
+        raise CredentialError(
+            "CREDENTIAL_PROVIDER_MISMATCH",
+            f"The credential {name!r} is for {credential.provider}, not {provider}.",
+        )
     if base_url and base_url.rstrip("/") != credential.base_url:
-        raise CredentialError("CREDENTIAL_BASE_URL_MISMATCH",
-                              f"The credential {name!r} may only be sent to "
-                              f"{credential.base_url}; leave base_url empty.")
+        raise CredentialError(
+            "CREDENTIAL_BASE_URL_MISMATCH",
+            f"The credential {name!r} may only be sent to "
+            f"{credential.base_url}; leave base_url empty.",
+        )
     return credential
 
 
@@ -150,8 +161,12 @@ def legacy_credential(*, user: AbstractBaseUser, ref: str) -> Credential:
     """The operator credential that allows a legacy ``env:NAME`` reference, if any."""
     scheme, _, variable = ref.partition(":")
     for credential in credentials().values():
-        if scheme == "env" and variable and credential.env == variable \
-                and credential.granted_to(user):
+        if (
+            scheme == "env"
+            and variable
+            and credential.env == variable
+            and credential.granted_to(user)
+        ):
             return credential
     raise CredentialError(
         "CREDENTIAL_NOT_ALLOWED",
@@ -190,9 +205,11 @@ def _multifernet(keys: tuple[str, ...]) -> MultiFernet:
 def api_key_encrypt(plain: str) -> str:
     box = fernet()
     if box is None:
-        raise CredentialError("KEY_STORAGE_NOT_CONFIGURED",
-                              "This site cannot store API keys: the operator has not set "
-                              "GARDEN_FERNET_KEYS. Use one of the operator's credentials.")
+        raise CredentialError(
+            "KEY_STORAGE_NOT_CONFIGURED",
+            "This site cannot store API keys: the operator has not set "
+            "GARDEN_FERNET_KEYS. Use one of the operator's credentials.",
+        )
     return box.encrypt(plain.encode()).decode()
 
 
@@ -203,9 +220,10 @@ def api_key_decrypt(token: str) -> str:
             raise InvalidToken
         return box.decrypt(token.encode()).decode()
     except InvalidToken as exc:
-        raise CredentialError("KEY_UNREADABLE",
-                              "The stored key cannot be decrypted with this site's keys; "
-                              "paste it again.") from exc
+        raise CredentialError(
+            "KEY_UNREADABLE",
+            "The stored key cannot be decrypted with this site's keys; paste it again.",
+        ) from exc
 
 
 def api_key_rotate(token: str) -> str:

@@ -62,8 +62,14 @@ def run_goal(
     """
     run = run_start(goal=goal, actor=actor)
     ctx = RunContext(
-        goal_id=goal.pk, run_id=run.run_id, goal_kind=goal.kind, actor=actor,
-        origin=goal.origin, group_id=group_id, agent_id=agent_id, owner_id=goal.owner_id,
+        goal_id=goal.pk,
+        run_id=run.run_id,
+        goal_kind=goal.kind,
+        actor=actor,
+        origin=goal.origin,
+        group_id=group_id,
+        agent_id=agent_id,
+        owner_id=goal.owner_id,
     )
     try:
         with run_context(ctx):
@@ -74,8 +80,11 @@ def run_goal(
             outcome = value if isinstance(value, dict) else {}
     except BaseException as exc:
         # BaseException too: a worker's time limit or shutdown still leaves the run failed.
-        run_finish(run=run, status=Run.Status.FAILED,
-                   outcome={"error": f"{type(exc).__name__}: {exc}"[:1000]})
+        run_finish(
+            run=run,
+            status=Run.Status.FAILED,
+            outcome={"error": f"{type(exc).__name__}: {exc}"[:1000]},
+        )
         if goal.kind == Goal.Kind.TEND:
             _emit_tend_finished(run)
         raise
@@ -98,8 +107,11 @@ def _emit_tend_finished(run: Run) -> dict[str, Any]:
         records, invalid = [], 0
     surveys = [record for record in records if record["kind"] == "tend_survey"]
     last = surveys[-1] if surveys else None
-    path = (str(runtime_root() / last["delivery_path"])
-            if last is not None and "delivery_path" in last else None)
+    path = (
+        str(runtime_root() / last["delivery_path"])
+        if last is not None and "delivery_path" in last
+        else None
+    )
     event = {
         "type": "tend.finished",
         "goal_id": run.goal_id,

@@ -67,7 +67,9 @@ class EgressRefused(Exception):
 # --- the policy -----------------------------------------------------------------------------
 
 
-_HOST_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$")
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$"
+)
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,15 @@ class Allowlist:
     def names(self, host: str, port: int) -> bool:
         host = host.lower().rstrip(".")
         return any(h == host and p in (None, port) for h, p in self.hosts) or any(
-            host.endswith(s) and p in (None, port) for s, p in self.suffixes)
+            host.endswith(s) and p in (None, port) for s, p in self.suffixes
+        )
 
     def holds(self, address: Address, port: int) -> bool:
-        return any(address in net and p in (None, port) for net, p in self.networks
-                   if net.version == address.version)
+        return any(
+            address in net and p in (None, port)
+            for net, p in self.networks
+            if net.version == address.version
+        )
 
 
 def _split_port(entry: str) -> tuple[str, int | None]:
@@ -219,8 +225,10 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
     name = host.lower().rstrip(".")
     if name == "localhost" or name.endswith(".localhost"):
         # RFC 6761: always loopback, whatever a resolver says (or fails to say).
-        raise EgressRefused(f"{host} is a loopback name; garden does not connect there unless "
-                            f"the operator allows it ({_setting_for(purpose)}).")
+        raise EgressRefused(
+            f"{host} is a loopback name; garden does not connect there unless "
+            f"the operator allows it ({_setting_for(purpose)})."
+        )
     addresses = resolve(host, port)
     for address in addresses:
         reason = refusal_reason(address)
@@ -310,10 +318,14 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._stream.close()
 
-    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
-                  timeout: float | None = None) -> httpcore.NetworkStream:
-        return _DeadlineStream(self._stream.start_tls(
-            ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)))
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._stream.start_tls(
+                ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
+            )
+        )
 
     def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
@@ -326,16 +338,25 @@ class EgressBackend(httpcore.NetworkBackend):
         self.purpose = purpose
         self._tcp = httpcore.SyncBackend()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None,
-                    socket_options: Any = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
         addresses = check_host(host, port, self.purpose)
         error: Exception | None = None
         for address in addresses:
             try:
                 stream = self._tcp.connect_tcp(
-                    str(address), port, _clamp(timeout, httpcore.ConnectTimeout),
-                    local_address=local_address, socket_options=socket_options)
+                    str(address),
+                    port,
+                    _clamp(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 error = exc
                 continue
@@ -352,8 +373,14 @@ class EgressBackend(httpcore.NetworkBackend):
 # --- clients --------------------------------------------------------------------------------
 
 
-def build_client(purpose: Purpose, *, verify: Any = True, follow_redirects: bool = False,
-                 max_redirects: int = 5, keepalive_expiry: float = 5.0) -> httpx.Client:
+def build_client(
+    purpose: Purpose,
+    *,
+    verify: Any = True,
+    follow_redirects: bool = False,
+    max_redirects: int = 5,
+    keepalive_expiry: float = 5.0,
+) -> httpx.Client:
     """An httpx client whose every connection passes the egress policy for ``purpose``.
 
     - It keeps no cookies: one process's client serves every owner, and nothing a server sets
@@ -368,13 +395,22 @@ def build_client(purpose: Purpose, *, verify: Any = True, follow_redirects: bool
     # the same SSL context and ours. (httpx is pinned; the attribute is stable in 0.28.)
     ssl_context = transport._pool._ssl_context
     transport._pool = httpcore.ConnectionPool(
-        ssl_context=ssl_context, max_connections=None, max_keepalive_connections=64,
-        keepalive_expiry=keepalive_expiry, http1=True, http2=False,
+        ssl_context=ssl_context,
+        max_connections=None,
+        max_keepalive_connections=64,
+        keepalive_expiry=keepalive_expiry,
+        http1=True,
+        http2=False,
         network_backend=EgressBackend(purpose),
     )
-    return httpx.Client(transport=transport, follow_redirects=follow_redirects,
-                        max_redirects=max_redirects, trust_env=False, cookies=no_cookies,
-                        headers={"Accept-Encoding": "identity"})
+    return httpx.Client(
+        transport=transport,
+        follow_redirects=follow_redirects,
+        max_redirects=max_redirects,
+        trust_env=False,
+        cookies=no_cookies,
+        headers={"Accept-Encoding": "identity"},
+    )
 
 
 _clients: dict[tuple[int, str], httpx.Client] = {}
@@ -402,11 +438,15 @@ def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     unread; the connection is closed rather than drained. A body sent gzip- or
     deflate-encoded anyway is unpacked here, never past the cap (a few hundred bytes of gzip
     can unpack to gigabytes); any other encoding is refused."""
-    encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",")
-                 if e.strip() and e.strip().lower() != "identity"]
+    encodings = [
+        e.strip().lower()
+        for e in response.headers.get("content-encoding", "").split(",")
+        if e.strip() and e.strip().lower() != "identity"
+    ]
     if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
-        raise EgressRefused(f"the response is encoded as {', '.join(encodings)}, which garden "
-                            "does not unpack.")
+        raise EgressRefused(
+            f"the response is encoded as {', '.join(encodings)}, which garden does not unpack."
+        )
     unpack = zlib.decompressobj(_DECODERS[encodings[0]]) if encodings else None
     parts: list[bytes] = []
     size = 0

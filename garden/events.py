@@ -115,8 +115,10 @@ def batched_events() -> Iterator[None]:
         for channel, payload in outbox:
             by_channel.setdefault(channel, []).append(payload)
         for channel, payloads in by_channel.items():
-            _pusher.push(channel, payloads[0] if len(payloads) == 1 else
-                         {"type": "batch", "events": payloads})
+            _pusher.push(
+                channel,
+                payloads[0] if len(payloads) == 1 else {"type": "batch", "events": payloads},
+            )
 
 
 def wait_until_sent(timeout: float = 5.0) -> None:

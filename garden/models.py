@@ -32,7 +32,9 @@ class ModelAccount(models.Model):
         blank=True, editable=False, help_text="A key the owner pasted, Fernet-encrypted."
     )
     legacy_secret_ref = models.CharField(
-        max_length=200, blank=True, editable=False,
+        max_length=200,
+        blank=True,
+        editable=False,
         help_text="An env:NAME reference from before operator credentials; it works only "
         "while one of the operator's credentials reads that variable for this owner.",
     )
@@ -72,7 +74,10 @@ class Agent(models.Model):
         default=list, blank=True, help_text="Tools whose every call waits for a person's approval."
     )
     delegation_allowlist = models.ManyToManyField(
-        "self", symmetrical=False, blank=True, related_name="+",
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="+",
         help_text="Agents this agent may ask for help.",
     )
     builtin = models.CharField(max_length=20, choices=Builtin.choices, default="", blank=True)
@@ -82,9 +87,12 @@ class Agent(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["owner", "handle"], name="agent_handle_unique_per_owner"),
             models.UniqueConstraint(
-                fields=["owner", "builtin"], condition=~Q(builtin=""),
+                fields=["owner", "handle"], name="agent_handle_unique_per_owner"
+            ),
+            models.UniqueConstraint(
+                fields=["owner", "builtin"],
+                condition=~Q(builtin=""),
                 name="agent_one_builtin_of_each_kind_per_owner",
             ),
         ]
@@ -111,7 +119,10 @@ class Conversation(models.Model):
         Agent, on_delete=models.CASCADE, null=True, blank=True, related_name="conversations"
     )
     group = models.ForeignKey(
-        "groups.Group", on_delete=models.CASCADE, null=True, blank=True,
+        "groups.Group",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="conversations",
     )
     title = models.CharField(max_length=200, blank=True)
@@ -127,8 +138,10 @@ class Conversation(models.Model):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(agent__isnull=False, group__isnull=True)
-                           | Q(agent__isnull=True, group__isnull=False)),
+                condition=(
+                    Q(agent__isnull=False, group__isnull=True)
+                    | Q(agent__isnull=True, group__isnull=False)
+                ),
                 name="conversation_belongs_to_agent_xor_group",
             ),
         ]
@@ -172,11 +185,18 @@ class Message(models.Model):
         "self", on_delete=models.SET_NULL, null=True, blank=True, related_name="replies"
     )
     request = models.ForeignKey(
-        "groups.GroupRequest", on_delete=models.CASCADE, null=True, blank=True,
+        "groups.GroupRequest",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="messages",
     )
     addressed_agent = models.ForeignKey(
-        Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+",
+        Agent,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="For a coordination request: the member asked to contribute.",
     )
     reply_to_call_id = models.CharField(max_length=100, blank=True)
@@ -190,13 +210,16 @@ class Message(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
             models.CheckConstraint(
-                condition=(Q(speaker_kind="agent", speaker_agent__isnull=False)
-                           | (~Q(speaker_kind="agent") & Q(speaker_agent__isnull=True))),
+                condition=(
+                    Q(speaker_kind="agent", speaker_agent__isnull=False)
+                    | (~Q(speaker_kind="agent") & Q(speaker_agent__isnull=True))
+                ),
                 name="message_agent_speaker_has_agent",
             ),
             # A 1:1 owner turn is answered once, however often its task is delivered.
             models.UniqueConstraint(
-                fields=["in_reply_to"], condition=Q(in_reply_to__isnull=False),
+                fields=["in_reply_to"],
+                condition=Q(in_reply_to__isnull=False),
                 name="message_one_reply_per_turn",
             ),
         ]
@@ -282,7 +305,10 @@ class Approval(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approvals"
     )
     request = models.ForeignKey(
-        "groups.GroupRequest", on_delete=models.CASCADE, null=True, blank=True,
+        "groups.GroupRequest",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
         related_name="approvals",
     )
     conversation = models.ForeignKey(
@@ -294,7 +320,10 @@ class Approval(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     surface = models.CharField(max_length=20, blank=True)
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
         related_name="+",
     )
     reason = models.CharField(max_length=200, blank=True)
@@ -329,8 +358,12 @@ class Goal(models.Model):
         FAILED = "failed", "Failed"
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True,
-        related_name="goals", help_text="Empty for system-owned goals (the gardener's).",
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="goals",
+        help_text="Empty for system-owned goals (the gardener's).",
     )
     kind = models.CharField(max_length=10, choices=Kind.choices)
     title = models.CharField(max_length=200, blank=True)

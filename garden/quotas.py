@@ -26,8 +26,9 @@ def owner_lock(owner_id: int) -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [(_NAMESPACE << 32) | owner_id])
 
 
-def quota_hold(*, owner_id: int, count: Callable[[], int], limit: int,
-               refusal: Callable[[], QuotaExceeded]) -> None:
+def quota_hold(
+    *, owner_id: int, count: Callable[[], int], limit: int, refusal: Callable[[], QuotaExceeded]
+) -> None:
     """After writing the change: raise ``refusal()`` when ``count()`` passes ``limit``."""
     owner_lock(owner_id)
     if count() > limit:

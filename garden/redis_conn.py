@@ -12,6 +12,7 @@ def redis_client():
     if _client is None:
         import redis
 
-        _client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5,
-                                       socket_connect_timeout=5)
+        _client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5
+        )
     return _client

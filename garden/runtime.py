@@ -72,8 +72,11 @@ def context_to_env(ctx: RunContext) -> dict[str, str]:
         ENV_RUN_ACTOR: ctx.actor,
         ENV_GOAL_ORIGIN: json.dumps(ctx.origin),
     }
-    for name, value in ((ENV_GROUP_ID, ctx.group_id), (ENV_AGENT_ID, ctx.agent_id),
-                        (ENV_OWNER_ID, ctx.owner_id)):
+    for name, value in (
+        (ENV_GROUP_ID, ctx.group_id),
+        (ENV_AGENT_ID, ctx.agent_id),
+        (ENV_OWNER_ID, ctx.owner_id),
+    ):
         if value is not None:
             env[name] = str(value)
     return env
@@ -99,8 +102,16 @@ def context_from_env(environ: Mapping[str, str]) -> RunContext | None:
         origin = json.loads(raw_origin)
     except ValueError:
         origin = raw_origin
-    return RunContext(goal_id=goal_id, run_id=run_id, goal_kind=goal_kind, actor=actor,
-                      origin=origin, group_id=group_id, agent_id=agent_id, owner_id=owner_id)
+    return RunContext(
+        goal_id=goal_id,
+        run_id=run_id,
+        goal_kind=goal_kind,
+        actor=actor,
+        origin=origin,
+        group_id=group_id,
+        agent_id=agent_id,
+        owner_id=owner_id,
+    )
 
 
 def runtime_root() -> Path:

@@ -31,7 +31,9 @@ def conversation_get(*, owner: AbstractBaseUser, conversation_id: int) -> Conver
     return conversation_list(owner=owner).filter(pk=conversation_id).first()
 
 
-def message_list(*, conversation_id: int, after_seq: int = 0, limit: int = 200) -> QuerySet[Message]:
+def message_list(
+    *, conversation_id: int, after_seq: int = 0, limit: int = 200
+) -> QuerySet[Message]:
     return (
         Message.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
         .select_related("speaker_agent")
@@ -46,19 +48,22 @@ def _account_key(account: ModelAccount) -> tuple[str, str]:
     owner = SimpleLazyObject(lambda: account.owner)
     if account.credential:
         credential = credentials.credential_check(
-            user=owner, name=account.credential, provider=account.provider,
-            base_url=account.base_url)
+            user=owner,
+            name=account.credential,
+            provider=account.provider,
+            base_url=account.base_url,
+        )
         return credential.secret(), credential.base_url
     if account.api_key_encrypted:
         return credentials.api_key_decrypt(account.api_key_encrypted), ""
     if account.legacy_secret_ref:
-        credential = credentials.legacy_credential(user=owner,
-                                                   ref=account.legacy_secret_ref)
+        credential = credentials.legacy_credential(user=owner, ref=account.legacy_secret_ref)
         if account.base_url and account.base_url.rstrip("/") != credential.base_url:
             raise CredentialError(
                 "CREDENTIAL_BASE_URL_MISMATCH",
                 f"The key reference {account.legacy_secret_ref!r} may only be sent to "
-                f"{credential.base_url}; clear this account's base URL or paste a key.")
+                f"{credential.base_url}; clear this account's base URL or paste a key.",
+            )
         return credential.secret(), credential.base_url
     return "", ""
 
@@ -67,14 +72,18 @@ def account_config(account: ModelAccount) -> AccountConfig:
     """The adapter configuration of ``account``, with its key resolved now, in the worker.
     Raises CredentialError (a ProviderConfigError: nothing is sent) when the key cannot be
     used."""
-    api_key, bound_url = ("", "") if account.provider == ModelAccount.Provider.SCRIPTED \
-        else _account_key(account)
+    api_key, bound_url = (
+        ("", "") if account.provider == ModelAccount.Provider.SCRIPTED else _account_key(account)
+    )
     # GARDEN_MODEL_CALL_TIMEOUT caps every account: the step's time limits and lock TTL are
     # derived from it, and an account may ask for up to 600 s.
     timeout = min(account.timeout_seconds, settings.GARDEN_MODEL_CALL_TIMEOUT)
     return AccountConfig(
-        provider=account.provider, model=account.model,
-        base_url=bound_url or account.base_url, api_key=api_key, timeout=timeout,
+        provider=account.provider,
+        model=account.model,
+        base_url=bound_url or account.base_url,
+        api_key=api_key,
+        timeout=timeout,
         options=account.options or {},
     )
 
@@ -99,5 +108,11 @@ def account_key_status(account: ModelAccount) -> dict[str, Any]:
             del key
         except CredentialError as exc:
             code, problem = exc.code, str(exc)
-    return {"source": source, "credential": account.credential or None, "usable": not code,
-            "code": code or None, "problem": problem or None, "label": label}
+    return {
+        "source": source,
+        "credential": account.credential or None,
+        "usable": not code,
+        "code": code or None,
+        "problem": problem or None,
+        "label": label,
+    }

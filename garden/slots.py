@@ -45,8 +45,9 @@ def slot_acquire(*, owner_id: int) -> str | None:
     token = secrets.token_hex(8)
     now = time.time()
     if settings.REDIS_URL:
-        taken = redis_client().eval(_ACQUIRE, 1, _key(owner_id), now, limit, now + ttl, token,
-                                    int(ttl * 1000))
+        taken = redis_client().eval(
+            _ACQUIRE, 1, _key(owner_id), now, limit, now + ttl, token, int(ttl * 1000)
+        )
         return token if taken else None
     with _local_lock:
         held = {t: exp for t, exp in _local.get(owner_id, {}).items() if exp > now}

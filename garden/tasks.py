@@ -6,8 +6,9 @@ from celery import shared_task
 from django.conf import settings
 
 
-@shared_task(name="garden.chat_reply", bind=True, acks_late=True, ignore_result=True,
-             max_retries=None)
+@shared_task(
+    name="garden.chat_reply", bind=True, acks_late=True, ignore_result=True, max_retries=None
+)
 def chat_reply(self, message_id: int) -> None:
     from garden.services.chat import CallSlotsBusy
     from garden.services.chat import chat_reply as service

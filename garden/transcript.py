@@ -13,15 +13,19 @@ def block_from_json(data: dict[str, Any]) -> Block:
     if kind == "text":
         return TextBlock(str(data.get("text", "")))
     if kind == "tool_call":
-        return ToolCall(id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {}))
+        return ToolCall(
+            id=str(data["id"]), name=str(data["name"]), arguments=dict(data.get("arguments") or {})
+        )
     if kind == "tool_result":
         return ToolResult(
-            call_id=str(data["call_id"]), content=str(data.get("content", "")),
+            call_id=str(data["call_id"]),
+            content=str(data.get("content", "")),
             is_error=bool(data.get("is_error", False)),
         )
     if kind == "artifact_ref":
         return ArtifactRef(
-            artifact_id=str(data["artifact_id"]), kind=str(data.get("kind", "document")),
+            artifact_id=str(data["artifact_id"]),
+            kind=str(data.get("kind", "document")),
             title=str(data.get("title", "")),
         )
     raise ValueError(f"unknown content block type {kind!r}")
@@ -31,13 +35,26 @@ def block_to_json(block: Block) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text}
     if isinstance(block, ToolCall):
-        return {"type": "tool_call", "id": block.id, "name": block.name, "arguments": block.arguments}
+        return {
+            "type": "tool_call",
+            "id": block.id,
+            "name": block.name,
+            "arguments": block.arguments,
+        }
     if isinstance(block, ToolResult):
-        return {"type": "tool_result", "call_id": block.call_id, "content": block.content,
-                "is_error": block.is_error}
+        return {
+            "type": "tool_result",
+            "call_id": block.call_id,
+            "content": block.content,
+            "is_error": block.is_error,
+        }
     if isinstance(block, ArtifactRef):
-        return {"type": "artifact_ref", "artifact_id": block.artifact_id, "kind": block.kind,
-                "title": block.title}
+        return {
+            "type": "artifact_ref",
+            "artifact_id": block.artifact_id,
+            "kind": block.kind,
+            "title": block.title,
+        }
     raise TypeError(f"not a content block: {block!r}")
 
 

@@ -21,20 +21,42 @@ _counter = itertools.count()
 
 @contextmanager
 def running_worker(
-    *, pool: str = "solo", concurrency: int = 1, env: dict[str, str] | None = None,
-    queues: str = "celery", loglevel: str = "warning", log_path: Path | None = None,
+    *,
+    pool: str = "solo",
+    concurrency: int = 1,
+    env: dict[str, str] | None = None,
+    queues: str = "celery",
+    loglevel: str = "warning",
+    log_path: Path | None = None,
 ) -> Iterator[subprocess.Popen]:
     """Run ``celery worker`` as a child process for the block; its output goes to ``log_path``
     (or is inherited when None). Stopped with SIGTERM (warm shutdown) on exit."""
     cmd = [
-        sys.executable, "-m", "celery", "--quiet", "-A", "config", "worker", f"--pool={pool}",
+        sys.executable,
+        "-m",
+        "celery",
+        "--quiet",
+        "-A",
+        "config",
+        "worker",
+        f"--pool={pool}",
         f"--hostname=garden-{os.getpid()}-{next(_counter)}@%h",
-        f"--concurrency={concurrency}", "-Q", queues, "--without-gossip", "--without-mingle",
-        "--without-heartbeat", f"--loglevel={loglevel}",
+        f"--concurrency={concurrency}",
+        "-Q",
+        queues,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        f"--loglevel={loglevel}",
     ]
     log = open(log_path, "ab") if log_path else None
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log,
-                            stderr=subprocess.STDOUT if log else None)
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        stdout=log,
+        stderr=subprocess.STDOUT if log else None,
+    )
     try:
         yield proc
     finally:

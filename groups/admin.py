@@ -82,7 +82,9 @@ class GroupAdminForm(forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk and "coordinator" in self.fields:
-            self.fields["coordinator"].queryset = Agent.objects.filter(owner_id=self.instance.owner_id)
+            self.fields["coordinator"].queryset = Agent.objects.filter(
+                owner_id=self.instance.owner_id
+            )
         self.resolved: rules.GroupShape | None = None
 
     def _posted_members(self) -> list[int] | None:
@@ -111,7 +113,9 @@ class GroupAdminForm(forms.ModelForm):
             return cleaned
         coordinator = cleaned.get("coordinator")
         _, result = group_check_change(
-            group=self.instance, name=cleaned.get("name", ""), members=self._posted_members(),
+            group=self.instance,
+            name=cleaned.get("name", ""),
+            members=self._posted_members(),
             coordinator=coordinator.pk if coordinator else None,
         )
         for error in result.errors:
@@ -127,15 +131,28 @@ class GroupAdmin(admin.ModelAdmin):
     list_display = ["name", "owner", "member_handles", "coordinator", "state", "created_at"]
     list_filter = [DeletedListFilter, StateListFilter]
     search_fields = ["name", "owner__username"]
-    readonly_fields = ["owner", "state", "room_cap_chars", "created_at", "updated_at",
-                       "archived_at", "deleted_at"]
+    readonly_fields = [
+        "owner",
+        "state",
+        "room_cap_chars",
+        "created_at",
+        "updated_at",
+        "archived_at",
+        "deleted_at",
+    ]
     fields = ["name", "coordinator", *readonly_fields]
     inlines = [MembershipInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Group]:
         ordered = Membership.objects.select_related("agent").order_by("position", "id")
-        return super().get_queryset(request).select_related("owner", "coordinator").prefetch_related(
-            Prefetch("memberships", queryset=ordered, to_attr="ordered_memberships"))
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("owner", "coordinator")
+            .prefetch_related(
+                Prefetch("memberships", queryset=ordered, to_attr="ordered_memberships")
+            )
+        )
 
     @admin.display(description="members")
     def member_handles(self, group: Group) -> str:
@@ -168,8 +185,9 @@ class GroupAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj: Group, form: GroupAdminForm, change: bool) -> None:
         shape = form.resolved
-        group_update(group=obj, name=shape.name, members=list(shape.members),
-                     coordinator=shape.coordinator)
+        group_update(
+            group=obj, name=shape.name, members=list(shape.members), coordinator=shape.coordinator
+        )
 
     def save_formset(self, request, form, formset, change) -> None:
         if formset.model is Membership:
@@ -181,8 +199,16 @@ class GroupAdmin(admin.ModelAdmin):
 
 class CallReservationInline(admin.TabularInline):
     model = CallReservation
-    fields = ["purpose", "agent", "fence", "attempt", "status", "reason", "created_at",
-              "finished_at"]
+    fields = [
+        "purpose",
+        "agent",
+        "fence",
+        "attempt",
+        "status",
+        "reason",
+        "created_at",
+        "finished_at",
+    ]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -193,8 +219,19 @@ class CallReservationInline(admin.TabularInline):
 
 @admin.register(GroupRequest)
 class GroupRequestAdmin(ReadOnlyAdmin):
-    list_display = ["id", "group", "source", "state", "working_reserved", "synthesis_reserved",
-                    "maintenance_reserved", "fence", "outcome_code", "created_at", "finished_at"]
+    list_display = [
+        "id",
+        "group",
+        "source",
+        "state",
+        "working_reserved",
+        "synthesis_reserved",
+        "maintenance_reserved",
+        "fence",
+        "outcome_code",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["state", "source"]
     search_fields = ["group__name", "outcome_code"]
     list_select_related = ["group"]
@@ -203,7 +240,16 @@ class GroupRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(CallReservation)
 class CallReservationAdmin(ReadOnlyAdmin):
-    list_display = ["id", "request", "purpose", "agent", "attempt", "status", "reason",
-                    "created_at", "finished_at"]
+    list_display = [
+        "id",
+        "request",
+        "purpose",
+        "agent",
+        "attempt",
+        "status",
+        "reason",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["purpose", "status"]
     list_select_related = ["request", "agent"]

@@ -44,8 +44,9 @@ def reserve_call(
     """
     counter, limit, state = _COUNTERS[purpose]
     if connection.vendor == "postgresql":
-        return _reserve_in_one_statement(request_id=request_id, purpose=purpose, agent_id=agent_id,
-                                         fence=fence, attempt=attempt)
+        return _reserve_in_one_statement(
+            request_id=request_id, purpose=purpose, agent_id=agent_id, fence=fence, attempt=attempt
+        )
     filters = {"pk": request_id, f"{counter}__lt": limit}
     if state is not None:
         filters["state"] = state
@@ -63,8 +64,9 @@ def reserve_call(
         )
 
 
-def _reserve_in_one_statement(*, request_id: int, purpose: str, agent_id: int, fence: int | None,
-                              attempt: int) -> CallReservation | None:
+def _reserve_in_one_statement(
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int
+) -> CallReservation | None:
     """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement
     (a data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
     The INSERT sees one row from the UPDATE or none, so no row is written when it matched none.
@@ -77,9 +79,15 @@ def _reserve_in_one_statement(*, request_id: int, purpose: str, agent_id: int, f
     if fence is not None:
         where.append('"fence" = %s')
         params.append(fence)
-    row = CallReservation(request_id=request_id, purpose=purpose, agent_id=agent_id, fence=fence or 0,
-                          attempt=attempt, status=CallReservation.Status.RESERVED,
-                          created_at=timezone.now())
+    row = CallReservation(
+        request_id=request_id,
+        purpose=purpose,
+        agent_id=agent_id,
+        fence=fence or 0,
+        attempt=attempt,
+        status=CallReservation.Status.RESERVED,
+        created_at=timezone.now(),
+    )
     requests, reservations = GroupRequest._meta.db_table, CallReservation._meta.db_table
     sql = (
         f'WITH counted AS (UPDATE "{requests}" SET "{counter}" = "{counter}" + 1 '
@@ -89,8 +97,19 @@ def _reserve_in_one_statement(*, request_id: int, purpose: str, agent_id: int, f
         f'RETURNING "id"'
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, row.purpose, row.agent_id, row.fence, row.attempt, row.status,
-                             row.reason, row.created_at])
+        cursor.execute(
+            sql,
+            [
+                *params,
+                row.purpose,
+                row.agent_id,
+                row.fence,
+                row.attempt,
+                row.status,
+                row.reason,
+                row.created_at,
+            ],
+        )
         found = cursor.fetchone()
     if found is None:
         return None

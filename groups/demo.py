@@ -12,43 +12,67 @@ from groups.models import Group, Membership
 
 CONCIERGE_SCRIPT = {
     "rules": [
-        {"after_tool_result": True,
-         "reply": "Here is where you stand. Ledger's figures: income 4,200, spending 3,150, so "
-                  "1,050 left this month. Finance Advisor suggests keeping a 250 buffer. "
-                  "Recommendation: save 800 a month by standing order on payday, and revisit "
-                  "eating out (310) if you want to reach 1,000."},
-        {"when": r"exclud",
-         "reply": "Updated: without the 240 reimbursement, spending is 2,910 and 1,290 is left. "
-                  "You can raise the monthly saving to 1,000 and keep a 290 buffer."},
-        {"when": r"spend|save|budget",
-         "reply": {"text": "I'll ask Ledger for the figures and Finance Advisor for a plan.",
-                   "tool_calls": [
-                       {"name": "group.ask", "arguments": {
-                           "member": "ledger", "request": "Analyse this month's transactions."}},
-                       {"name": "group.ask", "arguments": {
-                           "member": "advisor",
-                           "request": "Suggest how much can be saved each month."}}]}},
+        {
+            "after_tool_result": True,
+            "reply": "Here is where you stand. Ledger's figures: income 4,200, spending 3,150, so "
+            "1,050 left this month. Finance Advisor suggests keeping a 250 buffer. "
+            "Recommendation: save 800 a month by standing order on payday, and revisit "
+            "eating out (310) if you want to reach 1,000.",
+        },
+        {
+            "when": r"exclud",
+            "reply": "Updated: without the 240 reimbursement, spending is 2,910 and 1,290 is left. "
+            "You can raise the monthly saving to 1,000 and keep a 290 buffer.",
+        },
+        {
+            "when": r"spend|save|budget",
+            "reply": {
+                "text": "I'll ask Ledger for the figures and Finance Advisor for a plan.",
+                "tool_calls": [
+                    {
+                        "name": "group.ask",
+                        "arguments": {
+                            "member": "ledger",
+                            "request": "Analyse this month's transactions.",
+                        },
+                    },
+                    {
+                        "name": "group.ask",
+                        "arguments": {
+                            "member": "advisor",
+                            "request": "Suggest how much can be saved each month.",
+                        },
+                    },
+                ],
+            },
+        },
     ],
     "default": "Noted. Tell me what you'd like the team to look at.",
 }
 
 LEDGER_SCRIPT = {
     "rules": [
-        {"when": r"exclud",
-         "reply": "Excluding the 240 work reimbursement: spending 2,910, net 1,290."},
-        {"when": r"transactions|spending",
-         "reply": "This month: income 4,200; spending 3,150 (rent 1,400, groceries 520, "
-                  "transport 180, eating out 310, subscriptions 90, other 650 incl. a 240 work "
-                  "reimbursement not yet repaid). Net 1,050."},
+        {
+            "when": r"exclud",
+            "reply": "Excluding the 240 work reimbursement: spending 2,910, net 1,290.",
+        },
+        {
+            "when": r"transactions|spending",
+            "reply": "This month: income 4,200; spending 3,150 (rent 1,400, groceries 520, "
+            "transport 180, eating out 310, subscriptions 90, other 650 incl. a 240 work "
+            "reimbursement not yet repaid). Net 1,050.",
+        },
     ],
     "default": "Ledger: nothing to add.",
 }
 
 ADVISOR_SCRIPT = {
     "rules": [
-        {"when": r"save|plan",
-         "reply": "Keep a 250 buffer for irregular costs; automate the rest of the surplus "
-                  "into savings on payday."},
+        {
+            "when": r"save|plan",
+            "reply": "Keep a 250 buffer for irregular costs; automate the rest of the surplus "
+            "into savings on payday.",
+        },
     ],
     "default": "Advisor: nothing to add.",
 }
@@ -66,16 +90,30 @@ def household_finances(owner: AbstractBaseUser) -> Group:
     def member(handle: str, name: str, colour: str, script: dict, instructions: str) -> Agent:
         agent = Agent.objects.filter(owner=owner, handle=handle).first()
         if agent is None:
-            acct = model_account_create(owner=owner, name=f"{name} (scripted)", provider="scripted",
-                                        model="scripted", options=script)
-            agent = agent_create(owner=owner, handle=handle, name=name, model_account=acct,
-                                 colour=colour, instructions=instructions)
+            acct = model_account_create(
+                owner=owner,
+                name=f"{name} (scripted)",
+                provider="scripted",
+                model="scripted",
+                options=script,
+            )
+            agent = agent_create(
+                owner=owner,
+                handle=handle,
+                name=name,
+                model_account=acct,
+                colour=colour,
+                instructions=instructions,
+            )
         return agent
 
     ledger = member("ledger", "Ledger", "#c0392b", LEDGER_SCRIPT, "You keep the household ledger.")
-    advisor = member("advisor", "Finance Advisor", "#8e44ad", ADVISOR_SCRIPT,
-                     "You advise on saving and budgets.")
-    group = Group.objects.filter(owner=owner, name="Household finances", deleted_at__isnull=True).first()
+    advisor = member(
+        "advisor", "Finance Advisor", "#8e44ad", ADVISOR_SCRIPT, "You advise on saving and budgets."
+    )
+    group = Group.objects.filter(
+        owner=owner, name="Household finances", deleted_at__isnull=True
+    ).first()
     if group is None:
         group = Group.objects.create(owner=owner, name="Household finances", coordinator=concierge)
         for i, agent in enumerate((concierge, ledger, advisor)):

@@ -29,6 +29,7 @@ end
 return 0
 """
 
+
 def lock_key(group_id: int) -> str:
     return f"garden:group-lock:{group_id}"
 

@@ -40,9 +40,11 @@ ROLLOVER_INSTRUCTION = (
 
 def room_chars(conversation_id: int) -> int:
     """The room's size as the models see it, measured in the database (content as text)."""
-    total = (Message.objects.filter(conversation_id=conversation_id)
-             .exclude(kind=Message.Kind.ACTIVITY)
-             .aggregate(n=Sum(Length(Cast("content", output_field=TextField()))))["n"])
+    total = (
+        Message.objects.filter(conversation_id=conversation_id)
+        .exclude(kind=Message.Kind.ACTIVITY)
+        .aggregate(n=Sum(Length(Cast("content", output_field=TextField()))))["n"]
+    )
     return int(total or 0)
 
 
@@ -51,13 +53,17 @@ def request_after_finish(*, request_id: int) -> str:
     the group's next queued request (which reads the new thread)."""
     from groups.services.requests import request_start_next
 
-    request = GroupRequest.objects.select_related("group", "conversation").filter(pk=request_id).first()
+    request = (
+        GroupRequest.objects.select_related("group", "conversation").filter(pk=request_id).first()
+    )
     if request is None:
         return "missing"
     outcome = "not_needed"
-    if (request.state == GroupRequest.State.COMPLETED
-            and request.conversation.status == Conversation.Status.OPEN
-            and room_chars(request.conversation_id) > request.group.room_cap_chars):
+    if (
+        request.state == GroupRequest.State.COMPLETED
+        and request.conversation.status == Conversation.Status.OPEN
+        and room_chars(request.conversation_id) > request.group.room_cap_chars
+    ):
         outcome = rollover(request=request)
     request_start_next(group_id=request.group_id)
     return outcome
@@ -69,8 +75,12 @@ def rollover(*, request: GroupRequest) -> str:
 
     group = request.group
     with group_lock(group.pk):
-        if (GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists()
-                or Approval.objects.filter(request__group=group, status=Approval.Status.PENDING).exists()):
+        if (
+            GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists()
+            or Approval.objects.filter(
+                request__group=group, status=Approval.Status.PENDING
+            ).exists()
+        ):
             return "busy"
         room = _load_room(request.pk, request.fence)
         coordinator = room.coordinator
@@ -78,11 +88,15 @@ def rollover(*, request: GroupRequest) -> str:
         projection = project(transcript_turns(room), agent=views[coordinator.pk], group=group_view)
         messages = list(projection.messages)
         if messages and messages[-1].role == "user":
-            messages[-1] = ChatMessage("user", (*messages[-1].content, TextBlock(ROLLOVER_INSTRUCTION)))
+            messages[-1] = ChatMessage(
+                "user", (*messages[-1].content, TextBlock(ROLLOVER_INSTRUCTION))
+            )
         else:
             messages.append(ChatMessage("user", (TextBlock(ROLLOVER_INSTRUCTION),)))
-        bounded = bound_for_synthesis(type(projection)(system=projection.system, messages=tuple(messages)),
-                                      group.room_cap_chars)
+        bounded = bound_for_synthesis(
+            type(projection)(system=projection.system, messages=tuple(messages)),
+            group.room_cap_chars,
+        )
         if isinstance(bounded, RoomTooLarge):
             _tell_owner(request, f"The thread did not roll over: {bounded.reason}")
             return "room_too_large"
@@ -90,14 +104,21 @@ def rollover(*, request: GroupRequest) -> str:
             if not free:
                 # Every model-call slot of the owner is in use: the task tries again shortly.
                 raise LockContended(f"call slots of owner {group.owner_id}")
-            reservation = budget.reserve_call(request_id=request.pk,
-                                              purpose=CallReservation.Purpose.MAINTENANCE,
-                                              agent_id=coordinator.pk, fence=None)
+            reservation = budget.reserve_call(
+                request_id=request.pk,
+                purpose=CallReservation.Purpose.MAINTENANCE,
+                agent_id=coordinator.pk,
+                fence=None,
+            )
             if reservation is None:
                 return "maintenance_spent"
             try:
-                reply, failure = _dispatch(coordinator, ChatRequest(
-                    system=bounded.system, messages=bounded.messages)), None
+                reply, failure = (
+                    _dispatch(
+                        coordinator, ChatRequest(system=bounded.system, messages=bounded.messages)
+                    ),
+                    None,
+                )
             except ProviderError as exc:
                 reply, failure = None, exc
         if failure is not None:
@@ -105,8 +126,11 @@ def rollover(*, request: GroupRequest) -> str:
                 budget.release_call(reservation=reservation, reason=failure.code)
             else:
                 budget.consume_call(reservation=reservation, reason=failure.code)
-            _tell_owner(request, f"The thread did not roll over: the summary did not come "
-                                 f"({failure.code}). The conversation continues as it is.")
+            _tell_owner(
+                request,
+                f"The thread did not roll over: the summary did not come "
+                f"({failure.code}). The conversation continues as it is.",
+            )
             return "summary_failed"
         summary = reply.text.strip()
         if not summary:
@@ -125,27 +149,55 @@ def _roll(request: GroupRequest, coordinator, summary: str) -> Conversation:
     group = Group.objects.select_for_update().get(pk=request.group_id)
     old = Conversation.objects.select_for_update().get(pk=request.conversation_id)
     channel = events.group_channel(group.pk)
-    message_append(conversation_id=old.pk, speaker_kind=Message.SpeakerKind.GARDEN, kind=Message.Kind.NOTICE,
-                   content=[text_block("This thread rolled over: the room reached its size. The "
-                                       "discussion continues in a new thread that starts from a summary.")],
-                   request_id=request.pk, channel=channel)
+    message_append(
+        conversation_id=old.pk,
+        speaker_kind=Message.SpeakerKind.GARDEN,
+        kind=Message.Kind.NOTICE,
+        content=[
+            text_block(
+                "This thread rolled over: the room reached its size. The "
+                "discussion continues in a new thread that starts from a summary."
+            )
+        ],
+        request_id=request.pk,
+        channel=channel,
+    )
     old.status, old.closed_at = Conversation.Status.CLOSED, timezone.now()
     old.save(update_fields=["status", "closed_at"])
-    new = conversation_create(owner=group.owner, group=group, title=group.name, carried_summary=summary)
-    message_append(conversation_id=new.pk, speaker_kind=Message.SpeakerKind.AGENT, speaker_agent=coordinator,
-                   kind=Message.Kind.SUMMARY, content=[text_block(summary)], channel=channel)
-    for queued in GroupRequest.objects.select_for_update().filter(
-            group=group, conversation=old, state=GroupRequest.State.QUEUED).order_by("id"):
+    new = conversation_create(
+        owner=group.owner, group=group, title=group.name, carried_summary=summary
+    )
+    message_append(
+        conversation_id=new.pk,
+        speaker_kind=Message.SpeakerKind.AGENT,
+        speaker_agent=coordinator,
+        kind=Message.Kind.SUMMARY,
+        content=[text_block(summary)],
+        channel=channel,
+    )
+    for queued in (
+        GroupRequest.objects.select_for_update()
+        .filter(group=group, conversation=old, state=GroupRequest.State.QUEUED)
+        .order_by("id")
+    ):
         queued.conversation = new
         queued.save(update_fields=["conversation", "updated_at"])
         Message.objects.filter(request=queued, conversation=old).update(
-            conversation=new, seq=_next_seq(new.pk))
-    events.send_event_on_commit(channel=channel, event={
-        "type": "conversation.rolled", "old": old.pk, "conversation": new.pk})
+            conversation=new, seq=_next_seq(new.pk)
+        )
+    events.send_event_on_commit(
+        channel=channel,
+        event={"type": "conversation.rolled", "old": old.pk, "conversation": new.pk},
+    )
     return new
 
 
 def _tell_owner(request: GroupRequest, text: str) -> None:
-    message_append(conversation_id=request.conversation_id, speaker_kind=Message.SpeakerKind.GARDEN,
-                   kind=Message.Kind.NOTICE, content=[text_block(text)], request_id=request.pk,
-                   channel=events.group_channel(request.group_id))
+    message_append(
+        conversation_id=request.conversation_id,
+        speaker_kind=Message.SpeakerKind.GARDEN,
+        kind=Message.Kind.NOTICE,
+        content=[text_block(text)],
+        request_id=request.pk,
+        channel=events.group_channel(request.group_id),
+    )

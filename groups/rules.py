@@ -52,9 +52,14 @@ class Candidate:
 
     @classmethod
     def of(cls, agent: Any) -> Candidate:
-        return cls(id=agent.pk, owner_id=agent.owner_id, handle=agent.handle,
-                   builtin=agent.builtin or "", removed=agent.removed_at is not None,
-                   can_run=bool(agent.can_run))
+        return cls(
+            id=agent.pk,
+            owner_id=agent.owner_id,
+            handle=agent.handle,
+            builtin=agent.builtin or "",
+            removed=agent.removed_at is not None,
+            can_run=bool(agent.can_run),
+        )
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,11 @@ def check_name(name: str | None) -> tuple[str, list[GroupRuleError]]:
     if not trimmed:
         return trimmed, [GroupRuleError(NAME_REQUIRED, "name", "A group needs a name.")]
     if len(trimmed) > NAME_MAX_CHARS:
-        return trimmed, [GroupRuleError(
-            NAME_TOO_LONG, "name", f"A group name has at most {NAME_MAX_CHARS} characters.")]
+        return trimmed, [
+            GroupRuleError(
+                NAME_TOO_LONG, "name", f"A group name has at most {NAME_MAX_CHARS} characters."
+            )
+        ]
     return trimmed, []
 
 
@@ -97,9 +105,13 @@ def _check_brought_in(agent_id: int, agent: Candidate | None, field: str) -> lis
     if agent is None:
         return [GroupRuleError(MEMBER_NOT_FOUND, field, f"No such agent: {agent_id}.")]
     if agent.builtin == MAKER:
-        return [GroupRuleError(
-            MAKER_NOT_ALLOWED, field,
-            "Agent Father cannot join a group: the maker's platform tools stay outside the room.")]
+        return [
+            GroupRuleError(
+                MAKER_NOT_ALLOWED,
+                field,
+                "Agent Father cannot join a group: the maker's platform tools stay outside the room.",
+            )
+        ]
     if agent.removed:
         return [GroupRuleError(MEMBER_REMOVED, field, f"@{agent.handle} has been removed.")]
     return []
@@ -112,21 +124,28 @@ def _check_duplicates(members: Sequence[int]) -> list[GroupRuleError]:
         if agent_id in seen:
             repeated[agent_id] = None
         seen.add(agent_id)
-    return [GroupRuleError(DUPLICATE_MEMBER, "members", f"Agent {agent_id} is listed more than once.")
-            for agent_id in repeated]
+    return [
+        GroupRuleError(DUPLICATE_MEMBER, "members", f"Agent {agent_id} is listed more than once.")
+        for agent_id in repeated
+    ]
 
 
 def _check_runnable(
     members: Sequence[int], agents: Mapping[int, Candidate], owner_id: int
 ) -> list[GroupRuleError]:
     runnable = {
-        agent_id for agent_id in members
+        agent_id
+        for agent_id in members
         if (a := _owned(agents, owner_id, agent_id)) and a.builtin != MAKER and a.can_run
     }
     if len(runnable) < MIN_RUNNABLE_MEMBERS:
-        return [GroupRuleError(
-            TOO_FEW_MEMBERS, "members",
-            f"A group needs {MIN_RUNNABLE_MEMBERS} members besides Agent Father that can run.")]
+        return [
+            GroupRuleError(
+                TOO_FEW_MEMBERS,
+                "members",
+                f"A group needs {MIN_RUNNABLE_MEMBERS} members besides Agent Father that can run.",
+            )
+        ]
     return []
 
 
@@ -136,9 +155,13 @@ def _check_new_coordinator(
     agent = _owned(agents, owner_id, coordinator_id)
     errors = _check_brought_in(coordinator_id, agent, "coordinator")
     if not errors and agent is not None and not agent.can_run:
-        errors.append(GroupRuleError(
-            COORDINATOR_CANNOT_RUN, "coordinator",
-            f"@{agent.handle} cannot run (no model account), so it cannot coordinate."))
+        errors.append(
+            GroupRuleError(
+                COORDINATOR_CANNOT_RUN,
+                "coordinator",
+                f"@{agent.handle} cannot run (no model account), so it cannot coordinate.",
+            )
+        )
     return errors
 
 
@@ -167,8 +190,11 @@ def check_group_create(
         errors += _check_brought_in(agent_id, _owned(agents, owner_id, agent_id), "members")
     resolved = list(_unique(members))
     if coordinator is None and default_coordinator is None:
-        coordinator_errors = [GroupRuleError(COORDINATOR_REQUIRED, "coordinator",
-                                             "Choose a coordinator among the members.")]
+        coordinator_errors = [
+            GroupRuleError(
+                COORDINATOR_REQUIRED, "coordinator", "Choose a coordinator among the members."
+            )
+        ]
     elif coordinator is None:
         coordinator = default_coordinator.id
         agents = {**agents, coordinator: default_coordinator}
@@ -178,9 +204,13 @@ def check_group_create(
     else:
         coordinator_errors = _check_new_coordinator(coordinator, agents, owner_id)
         if not coordinator_errors and coordinator not in resolved:
-            coordinator_errors.append(GroupRuleError(
-                COORDINATOR_NOT_MEMBER, "coordinator",
-                "The coordinator must be one of the members."))
+            coordinator_errors.append(
+                GroupRuleError(
+                    COORDINATOR_NOT_MEMBER,
+                    "coordinator",
+                    "The coordinator must be one of the members.",
+                )
+            )
     errors += coordinator_errors
     errors += _check_runnable(resolved, agents, owner_id)
     if errors or coordinator is None:
@@ -214,22 +244,29 @@ def check_group_change(
         new_members = _unique(members)
         for agent_id in new_members:
             if agent_id not in current.members:
-                errors += _check_brought_in(
-                    agent_id, _owned(agents, owner_id, agent_id), "members")
+                errors += _check_brought_in(agent_id, _owned(agents, owner_id, agent_id), "members")
         membership_changes = set(new_members) != set(current.members)
     new_coordinator = current.coordinator
     if coordinator is not None and coordinator != current.coordinator:
         new_coordinator = coordinator
         coordinator_errors = _check_new_coordinator(coordinator, agents, owner_id)
         if not coordinator_errors and coordinator not in new_members:
-            coordinator_errors.append(GroupRuleError(
-                COORDINATOR_NOT_MEMBER, "coordinator",
-                "The coordinator must be one of the members."))
+            coordinator_errors.append(
+                GroupRuleError(
+                    COORDINATOR_NOT_MEMBER,
+                    "coordinator",
+                    "The coordinator must be one of the members.",
+                )
+            )
         errors += coordinator_errors
     elif new_coordinator not in new_members:
-        errors.append(GroupRuleError(
-            COORDINATOR_NOT_MEMBER, "members",
-            "The coordinator stays a member; choose another coordinator before taking it out."))
+        errors.append(
+            GroupRuleError(
+                COORDINATOR_NOT_MEMBER,
+                "members",
+                "The coordinator stays a member; choose another coordinator before taking it out.",
+            )
+        )
     if membership_changes:
         errors += _check_runnable(new_members, agents, owner_id)
     if errors:

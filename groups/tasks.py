@@ -8,26 +8,44 @@ from groups.locks import LockContended
 
 
 @shared_task(
-    name="groups.advance_request", bind=True, acks_late=True, ignore_result=True,
+    name="groups.advance_request",
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
     max_retries=None,
 )
-def advance_request(self, request_id: int, fence: int, attempt: int = 1, first_at: float | None = None,
-                    group_id: int | None = None) -> str:
+def advance_request(
+    self,
+    request_id: int,
+    fence: int,
+    attempt: int = 1,
+    first_at: float | None = None,
+    group_id: int | None = None,
+) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
     from groups.coordinator import advance_request as step
 
     try:
-        return step(request_id=request_id, fence=fence, attempt=attempt, first_at=first_at,
-                    group_id=group_id)
+        return step(
+            request_id=request_id,
+            fence=fence,
+            attempt=attempt,
+            first_at=first_at,
+            group_id=group_id,
+        )
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
-        raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc
+        raise self.retry(
+            countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc
+        ) from exc
     except (DatabaseError, RedisError) as exc:
         # A dropped database or Redis connection: deliver again shortly. The redelivery
         # re-claims by fence, so whatever this attempt wrote or lost stays consistent.
         if self.request.retries >= 20:
             raise
-        raise self.retry(countdown=min(0.5 * 2 ** min(self.request.retries, 5), 15.0), exc=exc) from exc
+        raise self.retry(
+            countdown=min(0.5 * 2 ** min(self.request.retries, 5), 15.0), exc=exc
+        ) from exc
 
 
 @shared_task(name="groups.start_next_request", acks_late=True, ignore_result=True)
@@ -53,7 +71,9 @@ def execute_approval(approval_id: int) -> str:
     return approval_execute(approval_id=approval_id)
 
 
-@shared_task(name="groups.after_request", bind=True, acks_late=True, ignore_result=True, max_retries=None)
+@shared_task(
+    name="groups.after_request", bind=True, acks_late=True, ignore_result=True, max_retries=None
+)
 def after_request(self, request_id: int) -> str:
     """After a completed request: roll the thread over if it is full, then start the next."""
     from groups.rollover import request_after_finish
@@ -61,4 +81,6 @@ def after_request(self, request_id: int) -> str:
     try:
         return request_after_finish(request_id=request_id)
     except LockContended as exc:
-        raise self.retry(countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc) from exc
+        raise self.retry(
+            countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc
+        ) from exc

@@ -27,8 +27,16 @@ def _link(obj, label: str | None = None) -> str:
 
 class MissionRunInline(admin.TabularInline):
     model = MissionRun
-    fields = ["id", "state", "trigger", "outcome_code", "skipped_reason", "report_state",
-              "created_at", "finished_at"]
+    fields = [
+        "id",
+        "state",
+        "trigger",
+        "outcome_code",
+        "skipped_reason",
+        "report_state",
+        "created_at",
+        "finished_at",
+    ]
     readonly_fields = fields
     ordering = ["-id"]
     extra = 0
@@ -49,8 +57,11 @@ class MissionAdminForm(forms.ModelForm):
         mission = self.instance
         if data.get("enabled") and mission.pk and not mission.enabled:
             try:
-                check_target(owner=mission.owner, target_type=mission.target_type,
-                             target_id=mission.target_agent_id or mission.target_group_id)
+                check_target(
+                    owner=mission.owner,
+                    target_type=mission.target_type,
+                    target_id=mission.target_agent_id or mission.target_group_id,
+                )
             except MissionError as exc:
                 self.add_error("enabled", f"{exc.message} ({exc.code})")
         return data
@@ -59,25 +70,64 @@ class MissionAdminForm(forms.ModelForm):
 @admin.register(Mission)
 class MissionAdmin(admin.ModelAdmin):
     form = MissionAdminForm
-    list_display = ["name", "owner", "target_type", "target_display", "enabled", "schedule_link",
-                    "last_run", "disabled_reason"]
+    list_display = [
+        "name",
+        "owner",
+        "target_type",
+        "target_display",
+        "enabled",
+        "schedule_link",
+        "last_run",
+        "disabled_reason",
+    ]
     list_filter = ["enabled", "target_type"]
     search_fields = ["name", "owner__username"]
-    fields = ["name", "prompt", "enabled", "disabled_reason", "owner", "target_type",
-              "target_agent", "target_group", "schedule_link", "origin_conversation",
-              "conversation", "last_run", "created_at", "updated_at"]
-    readonly_fields = ["disabled_reason", "owner", "target_type", "target_agent", "target_group",
-                       "schedule_link", "origin_conversation", "conversation", "last_run",
-                       "created_at", "updated_at"]
+    fields = [
+        "name",
+        "prompt",
+        "enabled",
+        "disabled_reason",
+        "owner",
+        "target_type",
+        "target_agent",
+        "target_group",
+        "schedule_link",
+        "origin_conversation",
+        "conversation",
+        "last_run",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = [
+        "disabled_reason",
+        "owner",
+        "target_type",
+        "target_agent",
+        "target_group",
+        "schedule_link",
+        "origin_conversation",
+        "conversation",
+        "last_run",
+        "created_at",
+        "updated_at",
+    ]
     inlines = [MissionRunInline]
     actions = ["run_now"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Mission]:
         latest = MissionRun.objects.order_by("-id")[:1]
-        return super().get_queryset(request).select_related(
-            "owner", "target_agent", "target_group", "periodic_task__interval",
-            "periodic_task__crontab",
-        ).prefetch_related(Prefetch("runs", queryset=latest, to_attr="latest_runs"))
+        return (
+            super()
+            .get_queryset(request)
+            .select_related(
+                "owner",
+                "target_agent",
+                "target_group",
+                "periodic_task__interval",
+                "periodic_task__crontab",
+            )
+            .prefetch_related(Prefetch("runs", queryset=latest, to_attr="latest_runs"))
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         # A mission is created with its target checked and its beat entry: through the API.
@@ -105,9 +155,12 @@ class MissionAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Mission, form, change: bool) -> None:
         # Through the service, so the beat entry follows "enabled" and its name the mission's.
         try:
-            mission_update(mission=obj, name=form.cleaned_data["name"],
-                           prompt=form.cleaned_data["prompt"],
-                           enabled=form.cleaned_data["enabled"])
+            mission_update(
+                mission=obj,
+                name=form.cleaned_data["name"],
+                prompt=form.cleaned_data["prompt"],
+                enabled=form.cleaned_data["enabled"],
+            )
         except MissionError as exc:  # the target went away between the form and the save
             self.message_user(request, f"Not saved: {exc.message} ({exc.code})", messages.ERROR)
 
@@ -124,8 +177,16 @@ class MissionAdmin(admin.ModelAdmin):
 
 @admin.register(MissionRun)
 class MissionRunAdmin(ReadOnlyAdmin):
-    list_display = ["id", "mission", "state", "trigger", "outcome_code", "report_state",
-                    "created_at", "finished_at"]
+    list_display = [
+        "id",
+        "mission",
+        "state",
+        "trigger",
+        "outcome_code",
+        "report_state",
+        "created_at",
+        "finished_at",
+    ]
     list_filter = ["state", "trigger", "report_state"]
     search_fields = ["mission__name", "outcome_code", "skipped_reason"]
     list_select_related = ["mission"]

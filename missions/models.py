@@ -32,7 +32,10 @@ class Mission(models.Model):
         "groups.Group", on_delete=models.CASCADE, null=True, blank=True, related_name="missions"
     )
     periodic_task = models.OneToOneField(
-        "django_celery_beat.PeriodicTask", on_delete=models.SET_NULL, null=True, blank=True,
+        "django_celery_beat.PeriodicTask",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
         related_name="mission",
         help_text="The beat entry that makes the mission due; its interval or crontab is the "
         "schedule.",
@@ -40,12 +43,20 @@ class Mission(models.Model):
     enabled = models.BooleanField(default=True)
     disabled_reason = models.CharField(max_length=200, blank=True)
     origin_conversation = models.ForeignKey(
-        "garden.Conversation", on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="+", help_text="Where the owner asked for the mission; its notes go there.",
+        "garden.Conversation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Where the owner asked for the mission; its notes go there.",
     )
     conversation = models.ForeignKey(
-        "garden.Conversation", on_delete=models.SET_NULL, null=True, blank=True,
-        related_name="+", help_text="Agent missions: the 1:1 conversation every run reuses.",
+        "garden.Conversation",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Agent missions: the 1:1 conversation every run reuses.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -54,10 +65,10 @@ class Mission(models.Model):
         ordering = ["id"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(target_type="agent", target_agent__isnull=False,
-                             target_group__isnull=True)
-                           | Q(target_type="group", target_group__isnull=False,
-                               target_agent__isnull=True)),
+                condition=(
+                    Q(target_type="agent", target_agent__isnull=False, target_group__isnull=True)
+                    | Q(target_type="group", target_group__isnull=False, target_agent__isnull=True)
+                ),
                 name="mission_target_matches_type",
             ),
         ]
@@ -94,7 +105,8 @@ class MissionRun(models.Model):
     mission = models.ForeignKey(Mission, on_delete=models.CASCADE, related_name="runs")
     trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
     task_id = models.CharField(
-        max_length=64, blank=True,
+        max_length=64,
+        blank=True,
         help_text="The Celery task id of the due run; a redelivered task finds its run here.",
     )
     state = models.CharField(max_length=10, choices=State.choices)
@@ -105,14 +117,21 @@ class MissionRun(models.Model):
         "garden.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     group_request = models.ForeignKey(
-        "groups.GroupRequest", on_delete=models.SET_NULL, null=True, blank=True,
+        "groups.GroupRequest",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
         related_name="mission_runs",
     )
     conversation = models.ForeignKey(
         "garden.Conversation", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     owner_message = models.ForeignKey(
-        "garden.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+",
+        "garden.Message",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
         help_text="The turn posted on the owner's behalf (agent missions and group missions).",
     )
     outcome_code = models.CharField(max_length=40, blank=True)
@@ -120,7 +139,8 @@ class MissionRun(models.Model):
     skipped_reason = models.CharField(max_length=300, blank=True)
     report_state = models.CharField(max_length=10, choices=Report.choices, blank=True, default="")
     report = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="The operator-message record, or the code of the refusal.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -130,10 +150,14 @@ class MissionRun(models.Model):
         ordering = ["id"]
         constraints = [
             models.UniqueConstraint(
-                fields=["mission"], condition=Q(state="active"), name="mission_one_active_run",
+                fields=["mission"],
+                condition=Q(state="active"),
+                name="mission_one_active_run",
             ),
             models.UniqueConstraint(
-                fields=["task_id"], condition=~Q(task_id=""), name="mission_run_task_id_unique",
+                fields=["task_id"],
+                condition=~Q(task_id=""),
+                name="mission_run_task_id_unique",
             ),
             models.CheckConstraint(
                 condition=~Q(state="skipped") | ~Q(skipped_reason=""),

@@ -55,8 +55,12 @@ def _group_saved(sender, instance, created, update_fields=None, raw=False, **kwa
 
 @receiver(post_save, sender=Agent, dispatch_uid="missions_agent_saved")
 def _agent_saved(sender, instance, created, update_fields=None, raw=False, **kwargs):
-    if not raw and not created and instance.removed_at is not None and _touches(
-            update_fields, "removed_at"):
+    if (
+        not raw
+        and not created
+        and instance.removed_at is not None
+        and _touches(update_fields, "removed_at")
+    ):
         services.missions_disable_for_agent(agent=instance, reason=services.AGENT_REMOVED)
 
 

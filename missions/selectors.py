@@ -14,7 +14,10 @@ RUNS_LISTED = 50
 def _with_details(qs: QuerySet[Mission]) -> QuerySet[Mission]:
     latest = MissionRun.objects.select_related("run").order_by("-id")[:1]
     return qs.select_related(
-        "target_agent", "target_group", "periodic_task__interval", "periodic_task__crontab",
+        "target_agent",
+        "target_group",
+        "periodic_task__interval",
+        "periodic_task__crontab",
     ).prefetch_related(Prefetch("runs", queryset=latest, to_attr="latest_runs"))
 
 

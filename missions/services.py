@@ -54,8 +54,9 @@ _LASTING_REQUEST_REFUSALS = ("NOT_FOUND", "UNKNOWN_MEMBER")
 class MissionError(ServiceError):
     """A named refusal of a mission write; the API maps it to a 400 (or ``status``)."""
 
-    def __init__(self, code: str, message: str, *, field: str = "non_field_errors",
-                 status: int = 400) -> None:
+    def __init__(
+        self, code: str, message: str, *, field: str = "non_field_errors", status: int = 400
+    ) -> None:
         super().__init__(code, message, field=field, status=status)
 
 
@@ -81,12 +82,16 @@ _UNSET: Any = object()
 
 # --- checks -----------------------------------------------------------------------------------
 
+
 def check_target(*, owner: AbstractBaseUser, target_type: str, target_id: int) -> Agent | Group:
     """The owner's agent or group a mission may target: not another owner's, not removed,
     deleted or archived. Raises MissionError on field ``target_id``."""
     if target_type not in Mission.TargetType.values:
-        raise MissionError("invalid_choice", f"target_type must be one of "
-                           f"{', '.join(Mission.TargetType.values)}.", field="target_type")
+        raise MissionError(
+            "invalid_choice",
+            f"target_type must be one of {', '.join(Mission.TargetType.values)}.",
+            field="target_type",
+        )
     if not 0 < target_id <= MAX_ID:
         raise MissionError("TARGET_NOT_FOUND", f"No such {target_type}.", field="target_id")
     if target_type == Mission.TargetType.AGENT:
@@ -108,15 +113,17 @@ def check_origin(*, owner: AbstractBaseUser, conversation_id: int) -> Conversati
     """An open conversation of the owner's (1:1 or a group's) where the mission was asked for."""
     conversation = (
         Conversation.objects.filter(owner=owner, pk=conversation_id)
-        .exclude(group__deleted_at__isnull=False).first()
-        if 0 < conversation_id <= MAX_ID else None
+        .exclude(group__deleted_at__isnull=False)
+        .first()
+        if 0 < conversation_id <= MAX_ID
+        else None
     )
     if conversation is None:
-        raise MissionError("ORIGIN_NOT_FOUND", "No such conversation.",
-                           field="origin_conversation")
+        raise MissionError("ORIGIN_NOT_FOUND", "No such conversation.", field="origin_conversation")
     if conversation.status != Conversation.Status.OPEN:
-        raise MissionError("ORIGIN_CLOSED", "This conversation is closed.",
-                           field="origin_conversation")
+        raise MissionError(
+            "ORIGIN_CLOSED", "This conversation is closed.", field="origin_conversation"
+        )
     return conversation
 
 
@@ -124,12 +131,18 @@ def check_schedule(schedule: Schedule) -> None:
     """Refuse a schedule that would run more often than GARDEN_MIN_MISSION_INTERVAL_SECONDS
     (for a crontab: its closest two runs in a day)."""
     least = settings.GARDEN_MIN_MISSION_INTERVAL_SECONDS
-    gap = (schedule.every_seconds if schedule.every_seconds is not None
-           else crontab_min_gap_seconds(schedule))
+    gap = (
+        schedule.every_seconds
+        if schedule.every_seconds is not None
+        else crontab_min_gap_seconds(schedule)
+    )
     if gap < least:
-        raise MissionError("SCHEDULE_TOO_FREQUENT", f"Missions run at most every {least} seconds "
-                           f"on this site; this schedule runs every {gap} seconds.",
-                           field="schedule")
+        raise MissionError(
+            "SCHEDULE_TOO_FREQUENT",
+            f"Missions run at most every {least} seconds "
+            f"on this site; this schedule runs every {gap} seconds.",
+            field="schedule",
+        )
 
 
 def crontab_min_gap_seconds(schedule: Schedule) -> int:
@@ -150,24 +163,37 @@ def check_mission_quota(*, owner: AbstractBaseUser) -> None:
     """After the new mission is written: refuse it past the owner's limit (takes the owner's
     quota lock, last)."""
     limit = settings.GARDEN_MAX_MISSIONS_PER_OWNER
-    quota_hold(owner_id=owner.pk, limit=limit, count=Mission.objects.filter(owner=owner).count,
-               refusal=lambda: QuotaExceeded("MISSION_LIMIT", f"You have {limit} missions, the "
-                                             "limit on this site; delete one to make another."))
+    quota_hold(
+        owner_id=owner.pk,
+        limit=limit,
+        count=Mission.objects.filter(owner=owner).count,
+        refusal=lambda: QuotaExceeded(
+            "MISSION_LIMIT",
+            f"You have {limit} missions, the limit on this site; delete one to make another.",
+        ),
+    )
 
 
 # --- the beat entry -------------------------------------------------------------------------
 
+
 def _interval(every_seconds: int) -> IntervalSchedule:
     # Schedules are shared rows without a unique constraint: reuse the oldest match.
-    found = (IntervalSchedule.objects.filter(every=every_seconds, period=IntervalSchedule.SECONDS)
-             .order_by("pk").first())
-    return found or IntervalSchedule.objects.create(every=every_seconds,
-                                                    period=IntervalSchedule.SECONDS)
+    found = (
+        IntervalSchedule.objects.filter(every=every_seconds, period=IntervalSchedule.SECONDS)
+        .order_by("pk")
+        .first()
+    )
+    return found or IntervalSchedule.objects.create(
+        every=every_seconds, period=IntervalSchedule.SECONDS
+    )
 
 
 def _crontab(schedule: Schedule) -> CrontabSchedule:
     fields = {name: getattr(schedule, name) for name in CRONTAB_FIELDS}
-    found = CrontabSchedule.objects.filter(**fields, timezone=schedule.timezone).order_by("pk").first()
+    found = (
+        CrontabSchedule.objects.filter(**fields, timezone=schedule.timezone).order_by("pk").first()
+    )
     return found or CrontabSchedule.objects.create(**fields, timezone=schedule.timezone)
 
 
@@ -207,6 +233,7 @@ def mission_periodic_task_delete(*, periodic_task_id: int | None) -> None:
 
 # --- create, change, delete -----------------------------------------------------------------
 
+
 def mission_create(
     *,
     owner: AbstractBaseUser,
@@ -223,13 +250,20 @@ def mission_create(
     check_schedule(schedule)
     with transaction.atomic():
         target = check_target(owner=owner, target_type=target_type, target_id=target_id)
-        origin = (check_origin(owner=owner, conversation_id=origin_conversation_id)
-                  if origin_conversation_id is not None else None)
+        origin = (
+            check_origin(owner=owner, conversation_id=origin_conversation_id)
+            if origin_conversation_id is not None
+            else None
+        )
         mission = Mission.objects.create(
-            owner=owner, name=name.strip(), prompt=prompt.strip(), target_type=target_type,
+            owner=owner,
+            name=name.strip(),
+            prompt=prompt.strip(),
+            target_type=target_type,
             target_agent=target if isinstance(target, Agent) else None,
             target_group=target if isinstance(target, Group) else None,
-            enabled=enabled, disabled_reason="" if enabled else DISABLED_BY_OWNER,
+            enabled=enabled,
+            disabled_reason="" if enabled else DISABLED_BY_OWNER,
             origin_conversation=origin,
         )
         mission.periodic_task = _periodic_task_save(mission, schedule)
@@ -255,22 +289,29 @@ def mission_update(
     if schedule is not None:
         check_schedule(schedule)
     with transaction.atomic():
-        locked = Mission.objects.select_for_update(of=("self",)).select_related(
-            "periodic_task").get(pk=mission.pk)
+        locked = (
+            Mission.objects.select_for_update(of=("self",))
+            .select_related("periodic_task")
+            .get(pk=mission.pk)
+        )
         beat_changed = schedule is not None
         if (target_type is None) != (target_id is None):
-            raise MissionError("TARGET_INCOMPLETE", "Give target_type and target_id together.",
-                               field="target_id" if target_id is None else "target_type")
+            raise MissionError(
+                "TARGET_INCOMPLETE",
+                "Give target_type and target_id together.",
+                field="target_id" if target_id is None else "target_type",
+            )
         if target_type is not None and target_id is not None:
-            target = check_target(owner=locked.owner, target_type=target_type,
-                                  target_id=target_id)
+            target = check_target(owner=locked.owner, target_type=target_type, target_id=target_id)
             locked.target_type = target_type
             locked.target_agent = target if isinstance(target, Agent) else None
             locked.target_group = target if isinstance(target, Group) else None
         if origin_conversation_id is not _UNSET:
             locked.origin_conversation = (
                 check_origin(owner=locked.owner, conversation_id=origin_conversation_id)
-                if origin_conversation_id is not None else None)
+                if origin_conversation_id is not None
+                else None
+            )
         if name is not None and name.strip() != locked.name:
             locked.name = name.strip()
             beat_changed = True
@@ -278,8 +319,11 @@ def mission_update(
             locked.prompt = prompt.strip()
         if enabled is True and not locked.enabled:
             # Re-enabling asks the same question creation does: is the target still there?
-            check_target(owner=locked.owner, target_type=locked.target_type,
-                         target_id=locked.target_agent_id or locked.target_group_id)
+            check_target(
+                owner=locked.owner,
+                target_type=locked.target_type,
+                target_id=locked.target_agent_id or locked.target_group_id,
+            )
             locked.enabled, locked.disabled_reason = True, ""
             beat_changed = True
         elif enabled is False and locked.enabled:
@@ -301,10 +345,14 @@ def mission_delete(*, mission: Mission) -> None:
         if locked is None:
             return
         for active in MissionRun.objects.select_related("run", "goal").filter(
-                mission=locked, state=MissionRun.State.ACTIVE):
+            mission=locked, state=MissionRun.State.ACTIVE
+        ):
             if active.run is not None:
-                run_finish(run=active.run, status=Run.Status.FAILED,
-                           outcome={"mission_run": active.pk, "outcome_code": "MISSION_DELETED"})
+                run_finish(
+                    run=active.run,
+                    status=Run.Status.FAILED,
+                    outcome={"mission_run": active.pk, "outcome_code": "MISSION_DELETED"},
+                )
             if active.goal is not None:
                 goal_conclude(goal=active.goal, status=Goal.Status.FAILED)
         task_id = locked.periodic_task_id
@@ -317,7 +365,8 @@ def _disable(missions_qs: QuerySet[Mission], reason: str) -> int:
     if not rows:
         return 0
     changed = Mission.objects.filter(pk__in=[pk for pk, _ in rows], enabled=True).update(
-        enabled=False, disabled_reason=reason[:200], updated_at=timezone.now())
+        enabled=False, disabled_reason=reason[:200], updated_at=timezone.now()
+    )
     _periodic_tasks_disable([task for _, task in rows if task is not None])
     return changed
 
@@ -335,6 +384,7 @@ def missions_disable_for_agent(*, agent: Agent, reason: str) -> int:
 
 # --- a due run ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Skip:
     code: str
@@ -343,7 +393,10 @@ class _Skip:
 
 
 def mission_run_due(
-    *, mission_id: int, trigger: str = MissionRun.Trigger.SCHEDULE, task_id: str = "",
+    *,
+    mission_id: int,
+    trigger: str = MissionRun.Trigger.SCHEDULE,
+    task_id: str = "",
 ) -> MissionRun | None:
     """One due run of the mission: start it, or record it as skipped with a reason.
 
@@ -364,11 +417,14 @@ def mission_run_due(
             with transaction.atomic():
                 if head["target_group_id"] is not None:
                     Group.objects.select_for_update(of=("self",)).filter(
-                        pk=head["target_group_id"]).first()
-                mission = (Mission.objects.select_for_update(of=("self",))
-                           .select_related("owner", "target_agent", "target_group",
-                                           "conversation")
-                           .filter(pk=mission_id).first())
+                        pk=head["target_group_id"]
+                    ).first()
+                mission = (
+                    Mission.objects.select_for_update(of=("self",))
+                    .select_related("owner", "target_agent", "target_group", "conversation")
+                    .filter(pk=mission_id)
+                    .first()
+                )
                 if mission is None:
                     return None
                 if mission.target_group_id != head["target_group_id"]:
@@ -408,8 +464,13 @@ def _record_skip(mission: Mission, skip: _Skip, *, trigger: str, task_id: str) -
         mission.save(update_fields=["enabled", "disabled_reason", "updated_at"])
         _periodic_tasks_disable([mission.periodic_task_id] if mission.periodic_task_id else [])
     return MissionRun.objects.create(
-        mission=mission, trigger=trigger, task_id=task_id, state=MissionRun.State.SKIPPED,
-        outcome_code=skip.code, skipped_reason=skip.reason[:300], finished_at=timezone.now(),
+        mission=mission,
+        trigger=trigger,
+        task_id=task_id,
+        state=MissionRun.State.SKIPPED,
+        outcome_code=skip.code,
+        skipped_reason=skip.reason[:300],
+        finished_at=timezone.now(),
     )
 
 
@@ -419,38 +480,63 @@ def _start_or_skip(mission: Mission, *, trigger: str, task_id: str) -> MissionRu
     if skip is None:
         active = MissionRun.objects.filter(mission=mission, state=MissionRun.State.ACTIVE).first()
         if active is not None:
-            skip = _Skip("MISSION_ALREADY_ACTIVE",
-                         f"Run {active.pk} of this mission was still active; a mission never has "
-                         "two runs at once.")
+            skip = _Skip(
+                "MISSION_ALREADY_ACTIVE",
+                f"Run {active.pk} of this mission was still active; a mission never has "
+                "two runs at once.",
+            )
     if skip is not None:
         return _record_skip(mission, skip, trigger=trigger, task_id=task_id)
 
     refs: dict[str, Any]
-    conversation = (_mission_conversation(mission)
-                    if mission.target_type == Mission.TargetType.AGENT else None)
+    conversation = (
+        _mission_conversation(mission) if mission.target_type == Mission.TargetType.AGENT else None
+    )
     try:
         # A savepoint: a refusal leaves neither a turn nor a request behind.
         with transaction.atomic():
             if conversation is None:
-                request = request_create(group=mission.target_group, text=mission.prompt,
-                                         source=GroupRequest.Source.MISSION)
-                refs = {"group_request": request, "conversation_id": request.conversation_id,
-                        "owner_message_id": request.message_id}
+                request = request_create(
+                    group=mission.target_group,
+                    text=mission.prompt,
+                    source=GroupRequest.Source.MISSION,
+                )
+                refs = {
+                    "group_request": request,
+                    "conversation_id": request.conversation_id,
+                    "owner_message_id": request.message_id,
+                }
                 actor = f"group:{mission.target_group_id}"
             else:
                 message = conversation_post_owner_message(
-                    owner=mission.owner, conversation=conversation, text=mission.prompt)
+                    owner=mission.owner, conversation=conversation, text=mission.prompt
+                )
                 refs = {"conversation": conversation, "owner_message": message}
                 actor = f"agent:{mission.target_agent_id}"
     except (RequestError, ChatError, QuotaExceeded) as exc:
         lasting = isinstance(exc, RequestError) and exc.code in _LASTING_REQUEST_REFUSALS
-        return _record_skip(mission, _Skip(exc.code, f"The run could not start: {exc}",
-                                           disable=lasting), trigger=trigger, task_id=task_id)
-    goal = goal_create(kind=Goal.Kind.MISSION, owner=mission.owner,
-                       title=f"mission: {mission.name}"[:200], origin=_origin_of(mission))
+        return _record_skip(
+            mission,
+            _Skip(exc.code, f"The run could not start: {exc}", disable=lasting),
+            trigger=trigger,
+            task_id=task_id,
+        )
+    goal = goal_create(
+        kind=Goal.Kind.MISSION,
+        owner=mission.owner,
+        title=f"mission: {mission.name}"[:200],
+        origin=_origin_of(mission),
+    )
     run = run_start(goal=goal, actor=actor)
-    return MissionRun.objects.create(mission=mission, trigger=trigger, task_id=task_id,
-                                     state=MissionRun.State.ACTIVE, goal=goal, run=run, **refs)
+    return MissionRun.objects.create(
+        mission=mission,
+        trigger=trigger,
+        task_id=task_id,
+        state=MissionRun.State.ACTIVE,
+        goal=goal,
+        run=run,
+        **refs,
+    )
 
 
 def _origin_of(mission: Mission) -> dict[str, Any] | None:
@@ -459,8 +545,11 @@ def _origin_of(mission: Mission) -> dict[str, Any] | None:
     conversation_id = mission.origin_conversation_id
     if conversation_id is None:
         return None
-    still_open = (Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.OPEN)
-                  .exclude(group__deleted_at__isnull=False).exists())
+    still_open = (
+        Conversation.objects.filter(pk=conversation_id, status=Conversation.Status.OPEN)
+        .exclude(group__deleted_at__isnull=False)
+        .exists()
+    )
     return {"kind": "conversation", "conversation_id": conversation_id} if still_open else None
 
 
@@ -468,16 +557,21 @@ def _mission_conversation(mission: Mission) -> Conversation:
     """The agent mission's own 1:1 conversation, reused by every run; a new one when it was
     closed or deleted, or the mission now targets another agent. Caller holds the mission."""
     conversation = mission.conversation
-    if (conversation is None or conversation.status != Conversation.Status.OPEN
-            or conversation.agent_id != mission.target_agent_id):
-        conversation = conversation_create(owner=mission.owner, agent=mission.target_agent,
-                                           title=f"Mission: {mission.name}"[:200])
+    if (
+        conversation is None
+        or conversation.status != Conversation.Status.OPEN
+        or conversation.agent_id != mission.target_agent_id
+    ):
+        conversation = conversation_create(
+            owner=mission.owner, agent=mission.target_agent, title=f"Mission: {mission.name}"[:200]
+        )
         mission.conversation = conversation
         mission.save(update_fields=["conversation", "updated_at"])
     return conversation
 
 
 # --- the end of a run ----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Ending:
@@ -491,18 +585,27 @@ def _ending_of(mission_run: MissionRun) -> _Ending | None:
     if mission_run.mission.target_type == Mission.TargetType.GROUP:
         request = mission_run.group_request
         if request is None:
-            return _Ending(False, "REQUEST_GONE", "The group request is gone: the group's "
-                           "history was cleared or the group removed.")
+            return _Ending(
+                False,
+                "REQUEST_GONE",
+                "The group request is gone: the group's history was cleared or the group removed.",
+            )
         if request.state not in GroupRequest.FINISHED_STATES:
             return None
         if request.state == GroupRequest.State.COMPLETED:
             return _Ending(True, request.outcome_code or "COMPLETED", request.outcome)
-        return _Ending(False, request.outcome_code or request.state.upper(),
-                       request.outcome or f"The request {request.state}.")
+        return _Ending(
+            False,
+            request.outcome_code or request.state.upper(),
+            request.outcome or f"The request {request.state}.",
+        )
     if mission_run.owner_message_id is None:
         return _Ending(False, "CONVERSATION_GONE", "The mission's conversation was deleted.")
-    reply = (Message.objects.filter(in_reply_to_id=mission_run.owner_message_id)
-             .only("speaker_kind", "content").first())
+    reply = (
+        Message.objects.filter(in_reply_to_id=mission_run.owner_message_id)
+        .only("speaker_kind", "content")
+        .first()
+    )
     if reply is None:
         return None
     if reply.speaker_kind == Message.SpeakerKind.AGENT:
@@ -518,9 +621,12 @@ def mission_run_conclude(*, mission_run_id: int) -> MissionRun | None:
     Call outside a transaction: the note is emitted after the close commits.
     """
     with transaction.atomic():
-        mission_run = (MissionRun.objects.select_for_update(of=("self",))
-                       .select_related("mission", "group_request", "run", "goal")
-                       .filter(pk=mission_run_id).first())
+        mission_run = (
+            MissionRun.objects.select_for_update(of=("self",))
+            .select_related("mission", "group_request", "run", "goal")
+            .filter(pk=mission_run_id)
+            .first()
+        )
         if mission_run is None or mission_run.state != MissionRun.State.ACTIVE:
             return mission_run
         ending = _ending_of(mission_run)
@@ -530,14 +636,20 @@ def mission_run_conclude(*, mission_run_id: int) -> MissionRun | None:
         mission_run.outcome_code, mission_run.outcome = ending.code[:40], ending.text
         mission_run.finished_at = timezone.now()
         mission_run.report_state = MissionRun.Report.SENDING  # claimed for the note below
-        mission_run.save(update_fields=["state", "outcome_code", "outcome", "finished_at",
-                                        "report_state"])
+        mission_run.save(
+            update_fields=["state", "outcome_code", "outcome", "finished_at", "report_state"]
+        )
         if mission_run.run is not None:
-            run_finish(run=mission_run.run,
-                       status=Run.Status.SUCCEEDED if ending.ok else Run.Status.FAILED,
-                       outcome={"mission_run": mission_run.pk, "outcome_code": ending.code,
-                                "group_request": mission_run.group_request_id,
-                                "owner_message": mission_run.owner_message_id})
+            run_finish(
+                run=mission_run.run,
+                status=Run.Status.SUCCEEDED if ending.ok else Run.Status.FAILED,
+                outcome={
+                    "mission_run": mission_run.pk,
+                    "outcome_code": ending.code,
+                    "group_request": mission_run.group_request_id,
+                    "owner_message": mission_run.owner_message_id,
+                },
+            )
         if not ending.ok and mission_run.goal is not None:
             # Closed as failed before the note: the note then says so, and conclude_durable_goal
             # leaves an already-closed goal as it is.
@@ -548,8 +660,9 @@ def mission_run_conclude(*, mission_run_id: int) -> MissionRun | None:
 
 def mission_run_report_retry(*, mission_run_id: int) -> MissionRun | None:
     """Try again a note that could not be emitted (claimed, so only one caller sends)."""
-    if not MissionRun.objects.filter(pk=mission_run_id, report_state=MissionRun.Report.FAILED
-                                     ).update(report_state=MissionRun.Report.SENDING):
+    if not MissionRun.objects.filter(
+        pk=mission_run_id, report_state=MissionRun.Report.FAILED
+    ).update(report_state=MissionRun.Report.SENDING):
         return None
     mission_run = MissionRun.objects.select_related("mission", "goal").get(pk=mission_run_id)
     _report(mission_run)
@@ -592,18 +705,24 @@ def _report(mission_run: MissionRun) -> None:
 def mission_settle(*, mission_id: int) -> None:
     """Close the mission's active run if its work ended while the news was lost (a crash
     between a commit and its signal, a cleared history), and retry notes that failed."""
-    active = (MissionRun.objects.filter(mission_id=mission_id, state=MissionRun.State.ACTIVE)
-              .values_list("pk", flat=True).first())
+    active = (
+        MissionRun.objects.filter(mission_id=mission_id, state=MissionRun.State.ACTIVE)
+        .values_list("pk", flat=True)
+        .first()
+    )
     if active is not None:
         mission_run_conclude(mission_run_id=active)
-    for pk in (MissionRun.objects.filter(mission_id=mission_id,
-                                         report_state=MissionRun.Report.FAILED)
-               .order_by("pk").values_list("pk", flat=True)[:5]):
+    for pk in (
+        MissionRun.objects.filter(mission_id=mission_id, report_state=MissionRun.Report.FAILED)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:5]
+    ):
         mission_run_report_retry(mission_run_id=pk)
 
 
-def mission_run_work_ended(*, group_request_id: int | None = None,
-                           owner_message_id: int | None = None) -> None:
+def mission_run_work_ended(
+    *, group_request_id: int | None = None, owner_message_id: int | None = None
+) -> None:
     """A group request finished, or an owner turn was answered: when it was a mission's,
     conclude that run in a task after commit. One indexed read otherwise."""
     from .tasks import conclude_run
@@ -612,8 +731,9 @@ def mission_run_work_ended(*, group_request_id: int | None = None,
     if group_request_id is not None:
         runs = runs.filter(group_request_id=group_request_id)
     elif owner_message_id is not None:
-        runs = runs.filter(owner_message_id=owner_message_id,
-                           mission__target_type=Mission.TargetType.AGENT)
+        runs = runs.filter(
+            owner_message_id=owner_message_id, mission__target_type=Mission.TargetType.AGENT
+        )
     else:
         return
     pk = runs.values_list("pk", flat=True).first()

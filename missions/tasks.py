@@ -3,8 +3,14 @@
 from celery import shared_task
 
 
-@shared_task(name="missions.run_mission", bind=True, acks_late=True, ignore_result=True,
-             soft_time_limit=60, time_limit=90)
+@shared_task(
+    name="missions.run_mission",
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
 def run_mission(self, mission_id: int, trigger: str = "schedule") -> int | None:
     """The beat entry of every mission (kwargs ``{"mission_id": id}``): start the due run or
     record it as skipped. A redelivery finds the run its first delivery made, by task id."""
@@ -14,8 +20,13 @@ def run_mission(self, mission_id: int, trigger: str = "schedule") -> int | None:
     return run.pk if run is not None else None
 
 
-@shared_task(name="missions.conclude_run", acks_late=True, ignore_result=True,
-             soft_time_limit=60, time_limit=90)
+@shared_task(
+    name="missions.conclude_run",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=60,
+    time_limit=90,
+)
 def conclude_run(mission_run_id: int) -> str | None:
     """Close a run whose group request finished or whose owner turn was answered, and have
     the gardener leave its recently_concluded note."""

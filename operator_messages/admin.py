@@ -30,8 +30,11 @@ def run_ids_with_records() -> list[str]:
         entries = list(os.scandir(runs))
     except OSError:
         return []
-    return [entry.name for entry in entries
-            if is_run_id(entry.name) and os.path.isfile(run_directory(entry.name) / RECORDS_FILENAME)]
+    return [
+        entry.name
+        for entry in entries
+        if is_run_id(entry.name) and os.path.isfile(run_directory(entry.name) / RECORDS_FILENAME)
+    ]
 
 
 def _read_shown(relative: str) -> str:
@@ -54,14 +57,26 @@ class OperatorMessageRunAdmin(admin.ModelAdmin):
     list_display = ["run_id", "goal_kind", "actor", "status", "started_at", "record_count"]
     list_filter = ["status", "goal__kind"]
     search_fields = ["run_id"]
-    fields = ["run_id", "goal", "actor", "status", "started_at", "finished_at", "records",
-              "invalid_lines"]
+    fields = [
+        "run_id",
+        "goal",
+        "actor",
+        "status",
+        "started_at",
+        "finished_at",
+        "records",
+        "invalid_lines",
+    ]
     readonly_fields = fields
     actions = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[OperatorMessageRun]:
-        return (super().get_queryset(request).filter(run_id__in=run_ids_with_records())
-                .select_related("goal"))
+        return (
+            super()
+            .get_queryset(request)
+            .filter(run_id__in=run_ids_with_records())
+            .select_related("goal")
+        )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -84,17 +99,31 @@ class OperatorMessageRunAdmin(admin.ModelAdmin):
     def records(self, obj: OperatorMessageRun) -> SafeString:
         parts: list[SafeString] = []
         for record in read_operator_message_log(obj.run_id).records:
-            parts.append(format_html("<h3>{} · {} · {}</h3><pre>{}</pre>", record["kind"],
-                                     record["delivery_policy"], record["emitted_at"],
-                                     json.dumps(record, indent=2)))
+            parts.append(
+                format_html(
+                    "<h3>{} · {} · {}</h3><pre>{}</pre>",
+                    record["kind"],
+                    record["delivery_policy"],
+                    record["emitted_at"],
+                    json.dumps(record, indent=2),
+                )
+            )
             if "conversation_message_id" in record:
                 message = Message.objects.filter(pk=record["conversation_message_id"]).first()
-                parts.append(format_html(
-                    "<p>Conversation turn:</p><pre>{}</pre>",
-                    message.text if message else "[the turn no longer exists]"))
+                parts.append(
+                    format_html(
+                        "<p>Conversation turn:</p><pre>{}</pre>",
+                        message.text if message else "[the turn no longer exists]",
+                    )
+                )
             if "delivery_path" in record:
-                parts.append(format_html("<p>{}:</p><pre>{}</pre>", record["delivery_path"],
-                                         _read_shown(record["delivery_path"])))
+                parts.append(
+                    format_html(
+                        "<p>{}:</p><pre>{}</pre>",
+                        record["delivery_path"],
+                        _read_shown(record["delivery_path"]),
+                    )
+                )
         return _join(parts) if parts else format_html("<p>{}</p>", "No valid records.")
 
     @admin.display(description="invalid record lines")
@@ -102,5 +131,15 @@ class OperatorMessageRunAdmin(admin.ModelAdmin):
         lines = read_operator_message_log(obj.run_id).invalid
         if not lines:
             return format_html("<p>{}</p>", "None.")
-        return _join([format_html("<p>line {}: {} {}</p><pre>{}</pre>", line.line_number,
-                                  line.code, line.message, line.text[:2000]) for line in lines])
+        return _join(
+            [
+                format_html(
+                    "<p>line {}: {} {}</p><pre>{}</pre>",
+                    line.line_number,
+                    line.code,
+                    line.message,
+                    line.text[:2000],
+                )
+                for line in lines
+            ]
+        )

@@ -88,8 +88,11 @@ def emit_recently_concluded(content: str, **fields: Any) -> EmitResult:
 
 def _emit(kind: str, content: str, fields: dict[str, Any]) -> EmitResult:
     if "kind" in fields and fields.pop("kind") != kind:
-        return EmitResult.rejected(ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_KIND, f"this emitter only emits {kind}", "kind"))
+        return EmitResult.rejected(
+            ValidationResult.reject(
+                INVALID_OPERATOR_MESSAGE_KIND, f"this emitter only emits {kind}", "kind"
+            )
+        )
     request = {"kind": kind, "sender": SENDER, "content": content, **fields}
     ctx = current_run_context()
     check = validate_operator_message_request(request, context=ctx)
@@ -118,8 +121,10 @@ def _file_name(kind: str, now: datetime) -> str:
 
 
 def _render_file(record: dict[str, Any], content: str, extra: dict[str, Any]) -> str:
-    head = {key: record[key] for key in ("kind", "sender", "emitted_at", "source_goal_id",
-                                         "source_run_id")}
+    head = {
+        key: record[key]
+        for key in ("kind", "sender", "emitted_at", "source_goal_id", "source_run_id")
+    }
     head.update(extra)
     lines = ["---", *(f"{key}: {value}" for key, value in head.items()), "---", ""]
     return "\n".join(lines) + "\n" + content.strip() + "\n"
@@ -134,8 +139,12 @@ def _emit_note(kind: str, content: str, ctx: RunContext) -> EmitResult:
     """No origin: one note under notes/, then its record. Touches no database row."""
     now = timezone.now()
     relative = inbox_relative("notes", _file_name(kind, now))
-    record = {**_base_record(kind, ctx, now), "transcript_policy": NO_TRANSCRIPT,
-              "delivery_policy": OUT_OF_BAND_NOTE, "delivery_path": relative}
+    record = {
+        **_base_record(kind, ctx, now),
+        "transcript_policy": NO_TRANSCRIPT,
+        "delivery_policy": OUT_OF_BAND_NOTE,
+        "delivery_path": relative,
+    }
     check = validate_operator_message_record(record)
     if not check.ok:
         return EmitResult.rejected(check)
@@ -160,7 +169,10 @@ class _Rejected(Exception):
 
 
 def _emit_to_conversation(
-    kind: str, content: str, ctx: RunContext, origin: dict[str, Any],
+    kind: str,
+    content: str,
+    ctx: RunContext,
+    origin: dict[str, Any],
 ) -> EmitResult:
     """Conversation origin: the reply copy is written first (an attempt: its failure costs
     only the copy), then the garden turn and the record line inside one transaction, so a
@@ -171,16 +183,20 @@ def _emit_to_conversation(
     """
     conversation_id = origin["conversation_id"]
     now = timezone.now()
-    record = {**_base_record(kind, ctx, now), "transcript_policy": CANONICAL,
-              "delivery_policy": REPLY_COPY, "origin": origin}
+    record = {
+        **_base_record(kind, ctx, now),
+        "transcript_policy": CANONICAL,
+        "delivery_policy": REPLY_COPY,
+        "origin": origin,
+    }
     relative = inbox_relative(_file_name(kind, now))
     copy: Path | None = runtime_root() / relative
     try:
-        write_file_atomically(copy, _render_file(record, content,
-                                                 {"conversation_id": conversation_id}))
+        write_file_atomically(
+            copy, _render_file(record, content, {"conversation_id": conversation_id})
+        )
     except OSError as exc:
-        log.warning("reply copy not written; the conversation turn stays canonical",
-                    exc_info=exc)
+        log.warning("reply copy not written; the conversation turn stays canonical", exc_info=exc)
         copy = None
     else:
         record["delivery_path"] = relative
@@ -188,21 +204,32 @@ def _emit_to_conversation(
     try:
         with transaction.atomic():
             # Locked and re-read: the conversation may have closed since the request check.
-            conversation = (Conversation.objects.select_for_update()
-                            .filter(pk=conversation_id).first())
+            conversation = (
+                Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+            )
             if conversation is None:
-                raise _Rejected(ValidationResult.reject(
-                    CONVERSATION_NOT_FOUND, f"conversation {conversation_id} does not exist",
-                    "origin"))
+                raise _Rejected(
+                    ValidationResult.reject(
+                        CONVERSATION_NOT_FOUND,
+                        f"conversation {conversation_id} does not exist",
+                        "origin",
+                    )
+                )
             if conversation.status != Conversation.Status.OPEN:
-                raise _Rejected(ValidationResult.reject(
-                    INVALID_OPERATOR_MESSAGE_CONTEXT, f"conversation {conversation_id} is closed",
-                    "origin"))
-            channel = (events.group_channel(conversation.group_id) if conversation.group_id
-                       else None)
+                raise _Rejected(
+                    ValidationResult.reject(
+                        INVALID_OPERATOR_MESSAGE_CONTEXT,
+                        f"conversation {conversation_id} is closed",
+                        "origin",
+                    )
+                )
+            channel = events.group_channel(conversation.group_id) if conversation.group_id else None
             message = message_append(
-                conversation_id=conversation_id, speaker_kind="garden",
-                content=[text_block(content.strip())], kind="turn", channel=channel,
+                conversation_id=conversation_id,
+                speaker_kind="garden",
+                content=[text_block(content.strip())],
+                kind="turn",
+                channel=channel,
             )
             record["conversation_message_id"] = message.pk
             check = validate_operator_message_record(record)

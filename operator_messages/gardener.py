@@ -42,7 +42,9 @@ class TendResult:
 
 
 def tend(
-    *, now: datetime | None = None, thresholds: Thresholds | None = None,
+    *,
+    now: datetime | None = None,
+    thresholds: Thresholds | None = None,
     note_when_quiet: bool = False,
 ) -> TendResult:
     """One tend: a system-owned tend goal and one run of it that surveys the garden and, when
@@ -57,8 +59,9 @@ def tend(
     def survey_and_note(active: ActiveRun) -> TendWork:
         at = now or timezone.now()
         since = last_survey_at(exclude_run_id=active.run.run_id) or at - limits.first_lookback
-        survey = survey_collect(now=at, since=since, thresholds=limits,
-                                exclude_run_id=active.run.run_id)
+        survey = survey_collect(
+            now=at, since=since, thresholds=limits, exclude_run_id=active.run.run_id
+        )
         if survey.is_quiet and not note_when_quiet:
             # Every fifteen minutes, an all-quiet note would bury the ones that matter.
             return TendWork(survey=survey, note=None)
@@ -74,8 +77,12 @@ def tend(
         raise
     goal_conclude(goal=goal, status=Goal.Status.CONCLUDED)
     assert result.tend_finished is not None  # run_goal always reports a tend run's end
-    return TendResult(run_id=result.run.run_id, survey=result.value.survey,
-                      note=result.value.note, finished_event=result.tend_finished)
+    return TendResult(
+        run_id=result.run.run_id,
+        survey=result.value.survey,
+        note=result.value.note,
+        finished_event=result.tend_finished,
+    )
 
 
 def conclude_durable_goal(goal: Goal, summary: str) -> EmitResult:
@@ -84,6 +91,7 @@ def conclude_durable_goal(goal: Goal, summary: str) -> EmitResult:
     The note goes where the goal's origin says: its conversation, or notes/. When the note
     cannot be emitted the goal stays open and the rejection is returned, so it can be retried.
     """
+
     def note(active: ActiveRun) -> EmitResult:
         result = emit_recently_concluded(summary)
         if not result.ok:
@@ -91,8 +99,9 @@ def conclude_durable_goal(goal: Goal, summary: str) -> EmitResult:
         return result
 
     try:
-        done = run_goal(goal, GARDENER, note,
-                        describe=lambda r: {"operator_message": r.record or {}})
+        done = run_goal(
+            goal, GARDENER, note, describe=lambda r: {"operator_message": r.record or {}}
+        )
     except OperatorMessageFailed as failed:
         return failed.result
     goal_conclude(goal=goal, status=Goal.Status.CONCLUDED)

@@ -58,4 +58,4 @@ def split_front_matter(text: str) -> tuple[dict[str, str], str]:
         key, sep, value = line.partition(":")
         if sep:
             meta[key.strip()] = value.strip()
-    return meta, text[end + 5:].lstrip("\n")
+    return meta, text[end + 5 :].lstrip("\n")

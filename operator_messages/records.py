@@ -63,8 +63,9 @@ def read_operator_message_log(run_id: str) -> RecordLog:
         if not check.ok:
             invalid.append(InvalidLine(number, str(check.code), check.message, text))
         elif data["source_run_id"] != run_id:
-            invalid.append(InvalidLine(number, INVALID_OPERATOR_MESSAGE_CONTEXT,
-                                       "record of another run", text))
+            invalid.append(
+                InvalidLine(number, INVALID_OPERATOR_MESSAGE_CONTEXT, "record of another run", text)
+            )
         else:
             records.append(data)
     return RecordLog(records=records, invalid=invalid)

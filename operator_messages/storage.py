@@ -25,7 +25,7 @@ def write_file_atomically(path: Path, text: str) -> None:
             data = text.encode("utf-8")
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -75,6 +75,7 @@ def fsync_directory(directory: Path) -> None:
 
 
 def remove_quietly(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError, IsADirectoryError,
-                             PermissionError):
+    with contextlib.suppress(
+        FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError
+    ):
         path.unlink()

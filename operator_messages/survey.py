@@ -104,29 +104,41 @@ def render_survey(survey: Survey) -> str:
         return "\n".join(lines) + "\n"
     if survey.stuck_requests:
         lines += ["## Requests that look stuck", ""]
-        lines += [f"- Request {r.request_id} in {r.group_name} (group {r.group_id}): "
-                  f"{r.state}, no progress for {_age(now, r.idle_since)}"
-                  for r in survey.stuck_requests]
+        lines += [
+            f"- Request {r.request_id} in {r.group_name} (group {r.group_id}): "
+            f"{r.state}, no progress for {_age(now, r.idle_since)}"
+            for r in survey.stuck_requests
+        ]
         lines.append("")
     if survey.failed_requests:
         lines += [f"## Requests that failed since {survey.since:%Y-%m-%d %H:%M} UTC", ""]
-        lines += [f"- Request {r.request_id} in {r.group_name} (group {r.group_id}): "
-                  f"{r.outcome_code or 'failed'}" for r in survey.failed_requests]
+        lines += [
+            f"- Request {r.request_id} in {r.group_name} (group {r.group_id}): "
+            f"{r.outcome_code or 'failed'}"
+            for r in survey.failed_requests
+        ]
         lines.append("")
     if survey.pending_approvals:
         lines += ["## Approvals waiting for a decision", ""]
-        lines += [f"- Approval {a.approval_id}: {a.agent_name} wants to run {a.action_name}, "
-                  f"waiting {_age(now, a.created_at)}" for a in survey.pending_approvals]
+        lines += [
+            f"- Approval {a.approval_id}: {a.agent_name} wants to run {a.action_name}, "
+            f"waiting {_age(now, a.created_at)}"
+            for a in survey.pending_approvals
+        ]
         lines.append("")
     if survey.near_rollover:
         lines += ["## Groups near their rollover cap", ""]
-        lines += [f"- {g.group_name} (group {g.group_id}): {g.used_chars:,} of "
-                  f"{g.cap_chars:,} characters ({g.used_chars * 100 // max(g.cap_chars, 1)}%)"
-                  for g in survey.near_rollover]
+        lines += [
+            f"- {g.group_name} (group {g.group_id}): {g.used_chars:,} of "
+            f"{g.cap_chars:,} characters ({g.used_chars * 100 // max(g.cap_chars, 1)}%)"
+            for g in survey.near_rollover
+        ]
         lines.append("")
     if survey.failed_runs:
         lines += ["## Runs that failed", ""]
-        lines += [f"- Run {r.run_id} ({r.goal_kind} goal, {r.actor}): {r.error or 'failed'}"
-                  for r in survey.failed_runs]
+        lines += [
+            f"- Run {r.run_id} ({r.goal_kind} goal, {r.actor}): {r.error or 'failed'}"
+            for r in survey.failed_runs
+        ]
         lines.append("")
     return "\n".join(lines)

@@ -3,8 +3,13 @@
 from celery import shared_task
 
 
-@shared_task(name="operator_messages.tend", acks_late=True, ignore_result=True,
-             soft_time_limit=240, time_limit=300)
+@shared_task(
+    name="operator_messages.tend",
+    acks_late=True,
+    ignore_result=True,
+    soft_time_limit=240,
+    time_limit=300,
+)
 def tend() -> None:
     # A redelivered tend only surveys again; there is nothing to deduplicate.
     from .gardener import tend as service

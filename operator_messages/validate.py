@@ -37,13 +37,23 @@ IO_ERROR = "IO_ERROR"
 # emitted_at) is wrong, which none of the routing codes describes.
 INVALID_OPERATOR_MESSAGE_RECORD = "INVALID_OPERATOR_MESSAGE_RECORD"
 
-CODES = frozenset({
-    MISSING_RUNTIME_CONTEXT, OPERATOR_MESSAGE_NOT_AUTHORIZED, UNKNOWN_OPERATOR_MESSAGE_FIELD,
-    INVALID_OPERATOR_MESSAGE_KIND, INVALID_OPERATOR_MESSAGE_SENDER,
-    INVALID_OPERATOR_MESSAGE_CONTEXT, INVALID_OPERATOR_MESSAGE_ORIGIN,
-    INVALID_OPERATOR_MESSAGE_POLICY, INVALID_OPERATOR_MESSAGE_PATH, CONVERSATION_NOT_FOUND,
-    EMPTY_CONTENT, IO_ERROR, INVALID_OPERATOR_MESSAGE_RECORD,
-})
+CODES = frozenset(
+    {
+        MISSING_RUNTIME_CONTEXT,
+        OPERATOR_MESSAGE_NOT_AUTHORIZED,
+        UNKNOWN_OPERATOR_MESSAGE_FIELD,
+        INVALID_OPERATOR_MESSAGE_KIND,
+        INVALID_OPERATOR_MESSAGE_SENDER,
+        INVALID_OPERATOR_MESSAGE_CONTEXT,
+        INVALID_OPERATOR_MESSAGE_ORIGIN,
+        INVALID_OPERATOR_MESSAGE_POLICY,
+        INVALID_OPERATOR_MESSAGE_PATH,
+        CONVERSATION_NOT_FOUND,
+        EMPTY_CONTENT,
+        IO_ERROR,
+        INVALID_OPERATOR_MESSAGE_RECORD,
+    }
+)
 
 TEND_SURVEY = "tend_survey"
 RECENTLY_CONCLUDED = "recently_concluded"
@@ -99,15 +109,21 @@ def parse_origin(value: object) -> ParsedOrigin:
     """
     if value is None:
         return ParsedOrigin(ok=True)
-    if (isinstance(value, dict) and value.get("kind") == "conversation"
-            and _is_id(value.get("conversation_id"))):
-        return ParsedOrigin(ok=True, origin={"kind": "conversation",
-                                             "conversation_id": value["conversation_id"]})
+    if (
+        isinstance(value, dict)
+        and value.get("kind") == "conversation"
+        and _is_id(value.get("conversation_id"))
+    ):
+        return ParsedOrigin(
+            ok=True, origin={"kind": "conversation", "conversation_id": value["conversation_id"]}
+        )
     return ParsedOrigin(ok=False)
 
 
 def validate_operator_message_request(
-    data: dict[str, Any], *, context: RunContext | None = None,
+    data: dict[str, Any],
+    *,
+    context: RunContext | None = None,
 ) -> ValidationResult:
     """Check one emitter request against the current run context before anything is written.
 
@@ -117,10 +133,12 @@ def validate_operator_message_request(
     ctx = context if context is not None else current_run_context()
     if ctx is None:
         return ValidationResult.reject(
-            MISSING_RUNTIME_CONTEXT, "no current goal/run context in this process")
+            MISSING_RUNTIME_CONTEXT, "no current goal/run context in this process"
+        )
     if ctx.actor != GARDENER:
         return ValidationResult.reject(
-            OPERATOR_MESSAGE_NOT_AUTHORIZED, "only the gardener may emit operator messages")
+            OPERATOR_MESSAGE_NOT_AUTHORIZED, "only the gardener may emit operator messages"
+        )
     shape = _check_request_shape(data)
     if not shape.ok:
         return shape
@@ -130,20 +148,25 @@ def validate_operator_message_request(
 def _check_request_shape(data: object) -> ValidationResult:
     if not isinstance(data, dict):
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_KIND, "a request is an object naming its kind")
-    unknown = sorted(repr(k) if not isinstance(k, str) else k
-                     for k in data if k not in REQUEST_FIELDS)
+            INVALID_OPERATOR_MESSAGE_KIND, "a request is an object naming its kind"
+        )
+    unknown = sorted(
+        repr(k) if not isinstance(k, str) else k for k in data if k not in REQUEST_FIELDS
+    )
     if unknown:
         return ValidationResult.reject(
-            UNKNOWN_OPERATOR_MESSAGE_FIELD, f"unsupported field {unknown[0]}", unknown[0])
+            UNKNOWN_OPERATOR_MESSAGE_FIELD, f"unsupported field {unknown[0]}", unknown[0]
+        )
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in KINDS:
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_KIND, f"kind must be one of {', '.join(KINDS)}", "kind")
+            INVALID_OPERATOR_MESSAGE_KIND, f"kind must be one of {', '.join(KINDS)}", "kind"
+        )
     sender = data.get("sender")
     if not isinstance(sender, str) or sender != SENDER:
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_SENDER, 'sender must be "garden"', "sender")
+            INVALID_OPERATOR_MESSAGE_SENDER, 'sender must be "garden"', "sender"
+        )
     content = data.get("content")
     if not isinstance(content, str) or not content.strip():
         return ValidationResult.reject(EMPTY_CONTENT, "content is empty", "content")
@@ -155,51 +178,66 @@ def _check_request_context(data: dict[str, Any], ctx: RunContext) -> ValidationR
     kind = data["kind"]
     if not _is_id(ctx.goal_id) or not is_run_id(ctx.run_id):
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_CONTEXT, "the run context names no valid goal and run")
-    if "source_goal_id" in data and not (_is_id(data["source_goal_id"])
-                                         and data["source_goal_id"] == ctx.goal_id):
+            INVALID_OPERATOR_MESSAGE_CONTEXT, "the run context names no valid goal and run"
+        )
+    if "source_goal_id" in data and not (
+        _is_id(data["source_goal_id"]) and data["source_goal_id"] == ctx.goal_id
+    ):
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_CONTEXT, "source_goal_id is not the current goal",
-            "source_goal_id")
-    if "source_run_id" in data and not (isinstance(data["source_run_id"], str)
-                                        and data["source_run_id"] == ctx.run_id):
+            INVALID_OPERATOR_MESSAGE_CONTEXT,
+            "source_goal_id is not the current goal",
+            "source_goal_id",
+        )
+    if "source_run_id" in data and not (
+        isinstance(data["source_run_id"], str) and data["source_run_id"] == ctx.run_id
+    ):
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_CONTEXT, "source_run_id is not the current run",
-            "source_run_id")
+            INVALID_OPERATOR_MESSAGE_CONTEXT,
+            "source_run_id is not the current run",
+            "source_run_id",
+        )
     if ctx.goal_kind not in GOAL_KINDS_FOR[kind]:
         return ValidationResult.reject(
             INVALID_OPERATOR_MESSAGE_CONTEXT,
-            f"{kind} cannot be emitted from a {ctx.goal_kind!r} goal", "kind")
+            f"{kind} cannot be emitted from a {ctx.goal_kind!r} goal",
+            "kind",
+        )
 
     origin = parse_origin(ctx.origin)
     if not origin.ok:
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_ORIGIN, "the current goal's origin is malformed", "origin")
+            INVALID_OPERATOR_MESSAGE_ORIGIN, "the current goal's origin is malformed", "origin"
+        )
     if "origin" in data:
         requested = parse_origin(data["origin"])
         if not requested.ok:
             return ValidationResult.reject(
-                INVALID_OPERATOR_MESSAGE_ORIGIN, "origin is malformed", "origin")
+                INVALID_OPERATOR_MESSAGE_ORIGIN, "origin is malformed", "origin"
+            )
         # Routing is derived from the goal, never chosen by the caller.
         if requested.origin != origin.origin:
             return ValidationResult.reject(
-                INVALID_OPERATOR_MESSAGE_CONTEXT, "origin is not the current goal's origin",
-                "origin")
+                INVALID_OPERATOR_MESSAGE_CONTEXT,
+                "origin is not the current goal's origin",
+                "origin",
+            )
     if origin.origin is not None:
         return _check_conversation(origin.origin["conversation_id"])
     return VALID
 
 
 def _check_conversation(conversation_id: int) -> ValidationResult:
-    status = (Conversation.objects.filter(pk=conversation_id)
-              .values_list("status", flat=True).first())
+    status = (
+        Conversation.objects.filter(pk=conversation_id).values_list("status", flat=True).first()
+    )
     if status is None:
         return ValidationResult.reject(
-            CONVERSATION_NOT_FOUND, f"conversation {conversation_id} does not exist", "origin")
+            CONVERSATION_NOT_FOUND, f"conversation {conversation_id} does not exist", "origin"
+        )
     if status != Conversation.Status.OPEN:
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_CONTEXT, f"conversation {conversation_id} is closed",
-            "origin")
+            INVALID_OPERATOR_MESSAGE_CONTEXT, f"conversation {conversation_id} is closed", "origin"
+        )
     return VALID
 
 
@@ -249,14 +287,15 @@ def validate_operator_message_record(data: dict[str, Any]) -> ValidationResult:
     (which garden's inbox a delivery path is in). The first problem found names the code.
     Touches neither the database nor the filesystem."""
     if not isinstance(data, dict):
-        return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_RECORD, "a record is a JSON object")
+        return ValidationResult.reject(INVALID_OPERATOR_MESSAGE_RECORD, "a record is a JSON object")
     schema = record_schema()
-    unknown = sorted(repr(k) if not isinstance(k, str) else k
-                     for k in data if k not in schema["properties"])
+    unknown = sorted(
+        repr(k) if not isinstance(k, str) else k for k in data if k not in schema["properties"]
+    )
     if unknown:
         return ValidationResult.reject(
-            UNKNOWN_OPERATOR_MESSAGE_FIELD, f"unsupported field {unknown[0]}", unknown[0])
+            UNKNOWN_OPERATOR_MESSAGE_FIELD, f"unsupported field {unknown[0]}", unknown[0]
+        )
     for name, code in FIELD_CODES.items():
         if name not in data:
             if name in schema["required"]:
@@ -268,7 +307,8 @@ def validate_operator_message_record(data: dict[str, Any]) -> ValidationResult:
         datetime.fromisoformat(data["emitted_at"])
     except ValueError:
         return ValidationResult.reject(
-            INVALID_OPERATOR_MESSAGE_RECORD, "emitted_at is not a date-time", "emitted_at")
+            INVALID_OPERATOR_MESSAGE_RECORD, "emitted_at is not a date-time", "emitted_at"
+        )
 
     policy = _check_policy(data)
     if not policy.ok:
@@ -281,10 +321,14 @@ def validate_operator_message_record(data: dict[str, Any]) -> ValidationResult:
     # The schema is the authority; anything the checks above let through is still refused.
     for error in _record_validator().iter_errors(data):
         name = error.path[0] if error.path else None
-        code = FIELD_CODES.get(name, INVALID_OPERATOR_MESSAGE_POLICY) if isinstance(
-            name, str) else INVALID_OPERATOR_MESSAGE_POLICY
-        return ValidationResult.reject(code, error.message[:200], name if isinstance(
-            name, str) else None)
+        code = (
+            FIELD_CODES.get(name, INVALID_OPERATOR_MESSAGE_POLICY)
+            if isinstance(name, str)
+            else INVALID_OPERATOR_MESSAGE_POLICY
+        )
+        return ValidationResult.reject(
+            code, error.message[:200], name if isinstance(name, str) else None
+        )
     return VALID
 
 
@@ -303,23 +347,28 @@ def _check_policy(data: dict[str, Any]) -> ValidationResult:
             return ValidationResult.reject(
                 INVALID_OPERATOR_MESSAGE_POLICY,
                 "a conversation-backed record names its origin and conversation_message_id",
-                "origin" if "origin" not in data else "conversation_message_id")
+                "origin" if "origin" not in data else "conversation_message_id",
+            )
         return VALID
     if pair == (NO_TRANSCRIPT, OUT_OF_BAND_NOTE):
         if linked:
             return ValidationResult.reject(
                 INVALID_OPERATOR_MESSAGE_POLICY,
                 "an out-of-band note has no origin or conversation_message_id",
-                "origin" if "origin" in data else "conversation_message_id")
+                "origin" if "origin" in data else "conversation_message_id",
+            )
         if "delivery_path" not in data:
             return ValidationResult.reject(
-                INVALID_OPERATOR_MESSAGE_POLICY, "an out-of-band note names its note file",
-                "delivery_path")
+                INVALID_OPERATOR_MESSAGE_POLICY,
+                "an out-of-band note names its note file",
+                "delivery_path",
+            )
         return VALID
     return ValidationResult.reject(
         INVALID_OPERATOR_MESSAGE_POLICY,
         f"transcript_policy {pair[0]!r} does not go with delivery_policy {pair[1]!r}",
-        "delivery_policy")
+        "delivery_policy",
+    )
 
 
 def _check_delivery_path(path: str, delivery_policy: str) -> ValidationResult:
@@ -331,11 +380,18 @@ def _check_delivery_path(path: str, delivery_policy: str) -> ValidationResult:
     """
     surface = _NOTE_PATH_RE if delivery_policy == OUT_OF_BAND_NOTE else _REPLY_PATH_RE
     match = surface.fullmatch(path)
-    expected = PurePosixPath(inbox_relative("notes") if delivery_policy == OUT_OF_BAND_NOTE
-                             else inbox_relative())
-    if (match is None or _CONTROL_RE.search(path) or match.group(1) != garden_name()
-            or PurePosixPath(path).parent != expected):
+    expected = PurePosixPath(
+        inbox_relative("notes") if delivery_policy == OUT_OF_BAND_NOTE else inbox_relative()
+    )
+    if (
+        match is None
+        or _CONTROL_RE.search(path)
+        or match.group(1) != garden_name()
+        or PurePosixPath(path).parent != expected
+    ):
         return ValidationResult.reject(
             INVALID_OPERATOR_MESSAGE_PATH,
-            f"delivery_path is not on the {delivery_policy} surface", "delivery_path")
+            f"delivery_path is not on the {delivery_policy} surface",
+            "delivery_path",
+        )
     return VALID

@@ -52,8 +52,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def pytest_report_header(config) -> list[str]:
     db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    return [f"garden: database={db} redis={'yes' if settings.REDIS_URL else 'no'} "
-            f"require_services={REQUIRE}"]
+    return [
+        f"garden: database={db} redis={'yes' if settings.REDIS_URL else 'no'} "
+        f"require_services={REQUIRE}"
+    ]
 
 
 @pytest.fixture
@@ -119,9 +121,14 @@ def celery_worker_thread(transactional_db):
     from config.celery import app
 
     app.control.purge()
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
-                      shutdown_timeout=15):
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=2,
+        perform_ping_check=False,
+        loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
+        shutdown_timeout=15,
+    ):
         yield app
         _wait_until_worker_idle()
 

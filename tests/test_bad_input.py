@@ -41,8 +41,11 @@ def body_operations() -> list[tuple[str, str]]:
 
 
 def row_counts() -> dict[str, int]:
-    return {m._meta.label: m.objects.count() for app in ("garden", "groups", "missions")
-            for m in apps.get_app_config(app).get_models()}
+    return {
+        m._meta.label: m.objects.count()
+        for app in ("garden", "groups", "missions")
+        for m in apps.get_app_config(app).get_models()
+    }
 
 
 @pytest.fixture
@@ -57,8 +60,12 @@ def signed_in(django_user_model):
 def fill(path: str, ids: dict[str, list[int]]) -> str:
     for name, values in ids.items():
         path = path.replace("{" + name + "}", str(values[0]))
-    return path.replace("{approval_id}", "1").replace("{mission_id}", "1").replace(
-        "{account_id}", "1").replace("{request_id}", "1")
+    return (
+        path.replace("{approval_id}", "1")
+        .replace("{mission_id}", "1")
+        .replace("{account_id}", "1")
+        .replace("{request_id}", "1")
+    )
 
 
 def test_the_schema_lists_the_body_operations_checked_here():
@@ -73,8 +80,12 @@ def test_every_body_operation_refuses_poison_with_a_named_400(signed_in, poison)
     for method, path in body_operations():
         url = fill(path, ids)
         response = getattr(client, method)(url, data=raw, content_type="application/json")
-        assert response.status_code in (400, 404), (method, url, response.status_code,
-                                                    response.content[:300])
+        assert response.status_code in (400, 404), (
+            method,
+            url,
+            response.status_code,
+            response.content[:300],
+        )
         if response.status_code == 400:
             body = response.json()
             assert body["code"] and isinstance(body["errors"], list), body
@@ -83,11 +94,18 @@ def test_every_body_operation_refuses_poison_with_a_named_400(signed_in, poison)
 
 def test_the_named_codes(signed_in):
     client, _ = signed_in
-    expected = {"nul in a value": "INVALID_CHARACTER", "nul in a key": "INVALID_CHARACTER",
-                "lone surrogate": "INVALID_CHARACTER", "deep nesting": "TOO_DEEP",
-                "moderate nesting": "TOO_DEEP", "NaN": "INVALID_NUMBER",
-                "infinity": "INVALID_NUMBER", "huge integer": "INVALID_NUMBER",
-                "not utf-8": "INVALID_JSON", "not json": "INVALID_JSON"}
+    expected = {
+        "nul in a value": "INVALID_CHARACTER",
+        "nul in a key": "INVALID_CHARACTER",
+        "lone surrogate": "INVALID_CHARACTER",
+        "deep nesting": "TOO_DEEP",
+        "moderate nesting": "TOO_DEEP",
+        "NaN": "INVALID_NUMBER",
+        "infinity": "INVALID_NUMBER",
+        "huge integer": "INVALID_NUMBER",
+        "not utf-8": "INVALID_JSON",
+        "not json": "INVALID_JSON",
+    }
     for poison, code in expected.items():
         response = client.post("/api/groups", data=POISON[poison], content_type="application/json")
         assert (response.status_code, response.json()["code"]) == (400, code), poison

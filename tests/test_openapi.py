@@ -45,7 +45,11 @@ def api_routes() -> set[str]:
             route = prefix + str(pattern.pattern)
             if isinstance(pattern, URLResolver):
                 walk(pattern.url_patterns, route)
-            elif isinstance(pattern, URLPattern) and route.startswith("api/") and "schema" not in route:
+            elif (
+                isinstance(pattern, URLPattern)
+                and route.startswith("api/")
+                and "schema" not in route
+            ):
                 for converter in ("int", "str", "slug"):
                     route = route.replace(f"<{converter}:", "{")
                 found.add("/" + route.replace(">", "}"))
@@ -67,10 +71,20 @@ def test_the_schema_covers_every_api_route_and_the_group_operations():
         assert {m for m in paths[path] if m in HTTP_METHODS} == methods, path
     responses = paths["/api/groups/{group_id}/restore"]["post"]["responses"]
     assert {"200", "403", "404", "410"} <= set(responses)
-    assert {"200", "400", "403", "404"} <= set(paths["/api/groups/{group_id}"]["patch"]["responses"])
+    assert {"200", "400", "403", "404"} <= set(
+        paths["/api/groups/{group_id}"]["patch"]["responses"]
+    )
     group = generate_schema()["components"]["schemas"]["GroupOutput"]
-    assert set(group["properties"]) == {"id", "name", "coordinator", "members", "room_cap_chars",
-                                        "memory_sentence", "created_at", "archived_at"}
+    assert set(group["properties"]) == {
+        "id",
+        "name",
+        "coordinator",
+        "members",
+        "room_cap_chars",
+        "memory_sentence",
+        "created_at",
+        "archived_at",
+    }
 
 
 @pytest.fixture
@@ -109,13 +123,19 @@ def seed_rows(user) -> dict[str, list[int]]:
     from groups.services.groups import group_create
 
     account = scripted_account_for(owner=user)
-    members = [agent_create(owner=user, handle=h, name=h.title(), model_account=account).pk
-               for h in ("ledger", "advisor")]
+    members = [
+        agent_create(owner=user, handle=h, name=h.title(), model_account=account).pk
+        for h in ("ledger", "advisor")
+    ]
     groups = [group_create(owner=user, name=f"Fuzz {n}", members=members).pk for n in range(3)]
     concierge = Agent.objects.get(owner=user, builtin="concierge")
     conversations = [Conversation.objects.create(owner=user, agent=concierge).pk for _ in range(2)]
-    accounts = [model_account_create(owner=user, name="fuzzed", provider="openai", model="m",
-                                     api_key="sk-fuzz").pk, account.pk]
+    accounts = [
+        model_account_create(
+            owner=user, name="fuzzed", provider="openai", model="m", api_key="sk-fuzz"
+        ).pk,
+        account.pk,
+    ]
     return {"group_id": groups, "conversation_id": conversations, "account_id": accounts}
 
 
@@ -137,26 +157,48 @@ def test_fuzzing_every_api_operation_finds_no_server_error(
     # Bounded: at most 20 generated cases per operation, a 60 s budget for the whole run
     # (which schemathesis fills, repeating fuzzing), a fixed seed, one request at a time.
     command = [
-        str(executable), "--no-color", "--config-file", str(config), "run",
-        f"{live_server.url}/api/schema/?format=json", "--url", live_server.url,
-        "--checks", "not_a_server_error", "--phases", "examples,coverage,fuzzing",
-        "--max-examples", os.environ.get("GARDEN_FUZZ_EXAMPLES", "20"), "--max-time", str(FUZZ_SECONDS), "--seed", "20261130",
-        "--workers", "1", "--request-timeout", "30", "--generation-database", "none",
-        "--suppress-health-check", "all",
+        str(executable),
+        "--no-color",
+        "--config-file",
+        str(config),
+        "run",
+        f"{live_server.url}/api/schema/?format=json",
+        "--url",
+        live_server.url,
+        "--checks",
+        "not_a_server_error",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "--max-examples",
+        os.environ.get("GARDEN_FUZZ_EXAMPLES", "20"),
+        "--max-time",
+        str(FUZZ_SECONDS),
+        "--seed",
+        "20261130",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "30",
+        "--generation-database",
+        "none",
+        "--suppress-health-check",
+        "all",
     ]
     for header in signed_in_headers(user):
         command += ["--header", header]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": ""}
-    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=FUZZ_SECONDS * 4)
+    run = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=FUZZ_SECONDS * 4
+    )
     output = run.stdout + run.stderr
     (tmp_path / "schemathesis.out").write_text(output)
     assert run.returncode == 0, output[-8000:]
 
     # Every /api operation in the schema was exercised, garden's and the groups' alike.
     paths = generate_schema()["paths"]
-    operations = sum(len(set(ops) & HTTP_METHODS) for path, ops in paths.items()
-                     if path.startswith("/api/"))
+    operations = sum(
+        len(set(ops) & HTTP_METHODS) for path, ops in paths.items() if path.startswith("/api/")
+    )
     assert operations >= 16
     assert f"Selected: {operations}/{operations}" in output, output[-4000:]
     assert f"Tested: {operations}" in output, output[-4000:]

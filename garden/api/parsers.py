@@ -56,36 +56,49 @@ def check_value(data: Any, *, max_depth: int) -> None:
         value, depth, path = stack.pop()
         if isinstance(value, str):
             if _FORBIDDEN_CHARS.search(value):
-                raise _refuse("INVALID_CHARACTER", f"{_where(path)}: text may not contain NUL or "
-                              "unpaired surrogate characters.")
+                raise _refuse(
+                    "INVALID_CHARACTER",
+                    f"{_where(path)}: text may not contain NUL or unpaired surrogate characters.",
+                )
         elif isinstance(value, (dict, list)):
             if depth > max_depth:
                 raise _refuse("TOO_DEEP", f"The JSON is nested deeper than {max_depth} levels.")
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for key, item in items:
                 if isinstance(key, str) and _FORBIDDEN_CHARS.search(key):
-                    raise _refuse("INVALID_CHARACTER", f"{_where(path)}: a key may not contain NUL "
-                                  "or unpaired surrogate characters.")
+                    raise _refuse(
+                        "INVALID_CHARACTER",
+                        f"{_where(path)}: a key may not contain NUL "
+                        "or unpaired surrogate characters.",
+                    )
                 stack.append((item, depth + 1, [*path, key]))
 
 
 class SafeJSONParser(BaseParser):
     media_type = "application/json"
 
-    def parse(self, stream: Any, media_type: str | None = None,
-              parser_context: dict[str, Any] | None = None) -> Any:
+    def parse(
+        self,
+        stream: Any,
+        media_type: str | None = None,
+        parser_context: dict[str, Any] | None = None,
+    ) -> Any:
         limit = settings.GARDEN_API_MAX_BODY_BYTES
         raw = stream.read(limit + 1) if stream is not None else b""
         if len(raw) > limit:
-            raise _refuse("PAYLOAD_TOO_LARGE", f"The body is larger than {limit:,} bytes.",
-                          status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+            raise _refuse(
+                "PAYLOAD_TOO_LARGE",
+                f"The body is larger than {limit:,} bytes.",
+                status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _refuse("INVALID_JSON", "The body is not UTF-8 text.") from exc
         try:
-            data = json.loads(text, parse_constant=_reject_constant, parse_float=_float,
-                              parse_int=_int)
+            data = json.loads(
+                text, parse_constant=_reject_constant, parse_float=_float, parse_int=_int
+            )
         except RecursionError as exc:
             raise _refuse("TOO_DEEP", "The JSON is nested too deeply.") from exc
         except ValueError as exc:

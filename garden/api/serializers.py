@@ -27,8 +27,19 @@ class ModelAccountOutput(serializers.ModelSerializer):
 
     class Meta:
         model = ModelAccount
-        fields = ["id", "name", "provider", "model", "base_url", "credential", "has_api_key", "key",
-                  "timeout_seconds", "options", "created_at"]
+        fields = [
+            "id",
+            "name",
+            "provider",
+            "model",
+            "base_url",
+            "credential",
+            "has_api_key",
+            "key",
+            "timeout_seconds",
+            "options",
+            "created_at",
+        ]
 
     @extend_schema_field(AccountKeyOutput)
     def get_key(self, account: ModelAccount) -> dict:
@@ -40,13 +51,18 @@ class ModelAccountOutput(serializers.ModelSerializer):
 
 class _NoSecretRef(serializers.Serializer):
     secret_ref = serializers.CharField(
-        required=False, write_only=True, allow_blank=True,
-        help_text="No longer accepted: an owner never names an environment variable.")
+        required=False,
+        write_only=True,
+        allow_blank=True,
+        help_text="No longer accepted: an owner never names an environment variable.",
+    )
 
     def validate_secret_ref(self, value: str) -> str:
         raise serializers.ValidationError(
             "secret_ref is no longer accepted: choose one of the operator's credentials "
-            "(credential) or paste a key (api_key).", code="SECRET_REF_NOT_ACCEPTED")
+            "(credential) or paste a key (api_key).",
+            code="SECRET_REF_NOT_ACCEPTED",
+        )
 
 
 class ModelAccountInput(_NoSecretRef):
@@ -54,11 +70,22 @@ class ModelAccountInput(_NoSecretRef):
     provider = serializers.ChoiceField(choices=ModelAccount.Provider.choices)
     model = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
     base_url = serializers.URLField(max_length=500, required=False, allow_blank=True, default="")
-    credential = serializers.CharField(max_length=100, required=False, allow_blank=True, default="",
-                                       help_text="One of GET /api/credentials.")
-    api_key = serializers.CharField(max_length=4096, required=False, write_only=True,
-                                    help_text="Your own key: stored encrypted, never returned.")
-    timeout_seconds = serializers.FloatField(min_value=1, max_value=600, required=False, default=60.0)
+    credential = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="One of GET /api/credentials.",
+    )
+    api_key = serializers.CharField(
+        max_length=4096,
+        required=False,
+        write_only=True,
+        help_text="Your own key: stored encrypted, never returned.",
+    )
+    timeout_seconds = serializers.FloatField(
+        min_value=1, max_value=600, required=False, default=60.0
+    )
     options = serializers.DictField(required=False, default=dict)
 
 
@@ -83,13 +110,27 @@ class CredentialOutput(serializers.Serializer):
 
 class AgentOutput(serializers.ModelSerializer):
     can_run = serializers.BooleanField(read_only=True)
-    delegation_allowlist = serializers.SlugRelatedField(slug_field="handle", many=True, read_only=True)
+    delegation_allowlist = serializers.SlugRelatedField(
+        slug_field="handle", many=True, read_only=True
+    )
 
     class Meta:
         model = Agent
-        fields = ["id", "handle", "name", "colour", "instructions", "model_account", "enabled_tools",
-                  "approval_tools", "delegation_allowlist", "builtin", "can_run", "removed_at",
-                  "created_at"]
+        fields = [
+            "id",
+            "handle",
+            "name",
+            "colour",
+            "instructions",
+            "model_account",
+            "enabled_tools",
+            "approval_tools",
+            "delegation_allowlist",
+            "builtin",
+            "can_run",
+            "removed_at",
+            "created_at",
+        ]
 
 
 class AgentInput(serializers.Serializer):
@@ -98,9 +139,15 @@ class AgentInput(serializers.Serializer):
     colour = serializers.RegexField(r"^#[0-9a-fA-F]{6}$", required=False, default="#5b8def")
     instructions = serializers.CharField(required=False, allow_blank=True, default="")
     model_account = serializers.IntegerField(required=False)
-    enabled_tools = serializers.ListField(child=serializers.CharField(max_length=80), required=False, default=list)
-    approval_tools = serializers.ListField(child=serializers.CharField(max_length=80), required=False, default=list)
-    delegation_allowlist = serializers.ListField(child=serializers.SlugField(max_length=40), required=False, default=list)
+    enabled_tools = serializers.ListField(
+        child=serializers.CharField(max_length=80), required=False, default=list
+    )
+    approval_tools = serializers.ListField(
+        child=serializers.CharField(max_length=80), required=False, default=list
+    )
+    delegation_allowlist = serializers.ListField(
+        child=serializers.SlugField(max_length=40), required=False, default=list
+    )
 
 
 class ConversationOutput(serializers.ModelSerializer):

@@ -23,9 +23,13 @@ class OwnerThrottled(exceptions.Throttled):
         count, _, period = rate.partition("/")
         per = _PERIODS.get(period[:1], period)
         seconds = max(1, round(wait or 1))
-        super().__init__(wait=wait, detail=(
-            f"Too many requests: the limit for {_SCOPE_NAMES.get(scope, scope)} is {count} per "
-            f"{per}. Try again in {seconds} s."))
+        super().__init__(
+            wait=wait,
+            detail=(
+                f"Too many requests: the limit for {_SCOPE_NAMES.get(scope, scope)} is {count} per "
+                f"{per}. Try again in {seconds} s."
+            ),
+        )
 
 
 class OwnerRateThrottle(SimpleRateThrottle):
@@ -45,7 +49,8 @@ class OwnerRateThrottle(SimpleRateThrottle):
     def allow_request(self, request: Request, view: Any) -> bool:
         scopes = getattr(view, "throttle_scopes", {})
         self.scope = scopes.get(request.method) or (
-            "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write")
+            "read" if request.method in ("GET", "HEAD", "OPTIONS") else "write"
+        )
         self.rate = settings.GARDEN_THROTTLE_RATES.get(self.scope)
         if not self.rate:
             return True

@@ -4,13 +4,22 @@ from . import views
 
 urlpatterns = [
     path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
-    path("model-accounts/<int:account_id>", views.ModelAccountDetailApi.as_view(),
-         name="model-account"),
-    path("model-accounts/<int:account_id>/test", views.ModelAccountTestApi.as_view(),
-         name="model-account-test"),
+    path(
+        "model-accounts/<int:account_id>",
+        views.ModelAccountDetailApi.as_view(),
+        name="model-account",
+    ),
+    path(
+        "model-accounts/<int:account_id>/test",
+        views.ModelAccountTestApi.as_view(),
+        name="model-account-test",
+    ),
     path("credentials", views.CredentialListApi.as_view(), name="credentials"),
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
-    path("conversations/<int:conversation_id>/messages", views.ConversationMessagesApi.as_view(),
-         name="conversation-messages"),
+    path(
+        "conversations/<int:conversation_id>/messages",
+        views.ConversationMessagesApi.as_view(),
+        name="conversation-messages",
+    ),
 ]

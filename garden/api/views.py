@@ -65,9 +65,12 @@ class ModelAccountDetailApi(APIView):
     def get(self, request: Request, account_id: int) -> Response:
         return Response(ModelAccountOutput(self._account(request, account_id)).data)
 
-    @extend_schema(request=ModelAccountChangeInput, responses=ModelAccountOutput,
-                   description="Change what is given. api_key replaces the stored key (write-only); "
-                   "credential switches to one of the operator's credentials.")
+    @extend_schema(
+        request=ModelAccountChangeInput,
+        responses=ModelAccountOutput,
+        description="Change what is given. api_key replaces the stored key (write-only); "
+        "credential switches to one of the operator's credentials.",
+    )
     def patch(self, request: Request, account_id: int) -> Response:
         account = self._account(request, account_id)
         data = ModelAccountChangeInput(data=request.data)
@@ -85,9 +88,12 @@ class ModelAccountTestApi(APIView):
     # One model call, like posting a message.
     throttle_scopes = {"POST": "messages"}
 
-    @extend_schema(request=None, responses=AccountTestOutput,
-                   description="Make one tiny call with the account and say, by name, whether it "
-                   "works (EGRESS_REFUSED, CREDENTIAL_NOT_ALLOWED, PROVIDER_REJECTED, …).")
+    @extend_schema(
+        request=None,
+        responses=AccountTestOutput,
+        description="Make one tiny call with the account and say, by name, whether it "
+        "works (EGRESS_REFUSED, CREDENTIAL_NOT_ALLOWED, PROVIDER_REJECTED, …).",
+    )
     def post(self, request: Request, account_id: int) -> Response:
         account = selectors.model_account_list(owner=request.user).filter(pk=account_id).first()
         if account is None:
@@ -96,8 +102,10 @@ class ModelAccountTestApi(APIView):
 
 
 class CredentialListApi(APIView):
-    @extend_schema(responses=CredentialOutput(many=True),
-                   description="The operator's named credentials you may use (never their keys).")
+    @extend_schema(
+        responses=CredentialOutput(many=True),
+        description="The operator's named credentials you may use (never their keys).",
+    )
     def get(self, request: Request) -> Response:
         return Response(CredentialOutput(credentials_for(request.user), many=True).data)
 
@@ -114,9 +122,15 @@ class AgentListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         if "model_account" in v:
-            account = selectors.model_account_list(owner=request.user).filter(pk=v["model_account"]).first()
+            account = (
+                selectors.model_account_list(owner=request.user)
+                .filter(pk=v["model_account"])
+                .first()
+            )
             if account is None:
-                raise ApiError("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account")
+                raise ApiError(
+                    "MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account"
+                )
         else:
             from garden.services.agents import scripted_account_for
 
@@ -125,15 +139,24 @@ class AgentListCreateApi(APIView):
         allow = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))
         missing = sorted(set(handles) - {a.handle for a in allow})
         if missing:
-            raise ApiError("UNKNOWN_AGENT", f"Unknown agents: {', '.join(missing)}.",
-                           field="delegation_allowlist")
+            raise ApiError(
+                "UNKNOWN_AGENT",
+                f"Unknown agents: {', '.join(missing)}.",
+                field="delegation_allowlist",
+            )
         if Agent.objects.filter(owner=request.user, handle=v["handle"]).exists():
             raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle")
         try:
             agent = agent_create(
-                owner=request.user, handle=v["handle"], name=v["name"], model_account=account,
-                instructions=v["instructions"], colour=v["colour"], enabled_tools=v["enabled_tools"],
-                approval_tools=v["approval_tools"], delegation_allowlist=allow,
+                owner=request.user,
+                handle=v["handle"],
+                name=v["name"],
+                model_account=account,
+                instructions=v["instructions"],
+                colour=v["colour"],
+                enabled_tools=v["enabled_tools"],
+                approval_tools=v["approval_tools"],
+                delegation_allowlist=allow,
             )
         except IntegrityError as exc:  # a concurrent create took the handle
             raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle") from exc
@@ -143,13 +166,17 @@ class AgentListCreateApi(APIView):
 class ConversationListCreateApi(APIView):
     @extend_schema(responses=ConversationOutput(many=True))
     def get(self, request: Request) -> Response:
-        return Response(ConversationOutput(selectors.conversation_list(owner=request.user), many=True).data)
+        return Response(
+            ConversationOutput(selectors.conversation_list(owner=request.user), many=True).data
+        )
 
     @extend_schema(request=ConversationInput, responses={201: ConversationOutput})
     def post(self, request: Request) -> Response:
         data = ConversationInput(data=request.data)
         data.is_valid(raise_exception=True)
-        agent = selectors.agent_list(owner=request.user).filter(pk=data.validated_data["agent"]).first()
+        agent = (
+            selectors.agent_list(owner=request.user).filter(pk=data.validated_data["agent"]).first()
+        )
         if agent is None:
             raise ApiError("AGENT_NOT_FOUND", "No such agent.", field="agent")
         conversation = conversation_create(
@@ -164,7 +191,9 @@ class ConversationMessagesApi(APIView):
 
     @extend_schema(responses={200: dict})
     def get(self, request: Request, conversation_id: int) -> Response:
-        conversation = selectors.conversation_get(owner=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get(
+            owner=request.user, conversation_id=conversation_id
+        )
         if conversation is None:
             raise not_found("conversation")
         try:
@@ -172,12 +201,19 @@ class ConversationMessagesApi(APIView):
         except ValueError as exc:
             raise ApiError("invalid", "after must be an integer.", field="after") from exc
         messages = selectors.message_list(conversation_id=conversation.pk, after_seq=after)
-        return Response({"conversation": conversation.pk, "last_seq": conversation.last_seq,
-                         "messages": [message_payload(m) for m in messages]})
+        return Response(
+            {
+                "conversation": conversation.pk,
+                "last_seq": conversation.last_seq,
+                "messages": [message_payload(m) for m in messages],
+            }
+        )
 
     @extend_schema(request=MessageInput, responses={202: dict})
     def post(self, request: Request, conversation_id: int) -> Response:
-        conversation = selectors.conversation_get(owner=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get(
+            owner=request.user, conversation_id=conversation_id
+        )
         if conversation is None:
             raise not_found("conversation")
         data = MessageInput(data=request.data)

@@ -69,8 +69,14 @@ class HttpProvider:
         names = ToolNames(request.tools)
         body = self._body(request, names)
         try:
-            data = post_json(shared_client(), self._url(), self._headers(), body,
-                             provider=self.name, timeout=self.timeout)
+            data = post_json(
+                shared_client(),
+                self._url(),
+                self._headers(),
+                body,
+                provider=self.name,
+                timeout=self.timeout,
+            )
         except ProviderError as exc:
             redact(exc, self.config.api_key)
             raise
@@ -119,8 +125,10 @@ def shared_client() -> httpx.Client:
       provider answer sets may ride along with another's call.
     - It never follows redirects: a provider answers where it was asked.
     """
-    return egress.shared("provider", lambda: egress.build_client(
-        "provider", verify=_tls_context(), keepalive_expiry=4.0))
+    return egress.shared(
+        "provider",
+        lambda: egress.build_client("provider", verify=_tls_context(), keepalive_expiry=4.0),
+    )
 
 
 def post_json(
@@ -139,9 +147,12 @@ def post_json(
     """
     cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
     try:
-        with egress.deadline(timeout), client.stream(
-            "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
-        ) as response:
+        with (
+            egress.deadline(timeout),
+            client.stream(
+                "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
+            ) as response,
+        ):
             raw, clipped = egress.read_capped(response, cap)
     except egress.EgressRefused as exc:
         raise EgressRefusedError(f"{provider}: {exc.message}") from exc
@@ -149,24 +160,28 @@ def post_json(
         raise ProviderConfigError(f"{provider}: unusable base URL {url!r}: {exc}") from exc
     except UnicodeError:
         # A header (the key) that is not ASCII: nothing was sent.
-        raise ProviderConfigError(f"{provider}: the account's key or a header is not ASCII "
-                                  "text") from None
+        raise ProviderConfigError(
+            f"{provider}: the account's key or a header is not ASCII text"
+        ) from None
     except httpx.HTTPError as exc:
         raise classify_exception(exc, provider) from exc
     status = response.status_code
     if clipped:
-        raise MalformedReply(f"{provider}: HTTP {status} reply is larger than {cap} bytes",
-                             status=status)
+        raise MalformedReply(
+            f"{provider}: HTTP {status} reply is larger than {cap} bytes", status=status
+        )
     check_status(status, response.headers, raw, provider)
     try:
         data = json.loads(raw)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
         raise MalformedReply(
-            f"{provider}: HTTP {status} body is not JSON: {_snippet(raw)}", status=status,
+            f"{provider}: HTTP {status} body is not JSON: {_snippet(raw)}",
+            status=status,
         ) from exc
     if not isinstance(data, dict):
         raise MalformedReply(
-            f"{provider}: reply is JSON {type(data).__name__}, expected an object", status=status,
+            f"{provider}: reply is JSON {type(data).__name__}, expected an object",
+            status=status,
         )
     return data
 

@@ -53,30 +53,51 @@ _ERRORS = {
 
 
 _TEXT = {"type": "string", "maxLength": 20_000}
-_REPLY = {"oneOf": [_TEXT, {
-    "type": "object", "additionalProperties": False,
-    "properties": {
-        "text": _TEXT,
-        "tool_calls": {"type": "array", "maxItems": 10, "items": {
-            "type": "object", "additionalProperties": False, "required": ["name"],
-            "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 80},
-                           "arguments": {"type": "object", "maxProperties": 50}}}},
-    },
-}]}
+_REPLY = {
+    "oneOf": [
+        _TEXT,
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "text": _TEXT,
+                "tool_calls": {
+                    "type": "array",
+                    "maxItems": 10,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string", "minLength": 1, "maxLength": 80},
+                            "arguments": {"type": "object", "maxProperties": 50},
+                        },
+                    },
+                },
+            },
+        },
+    ]
+}
 OPTIONS_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object", "additionalProperties": False,
+    "type": "object",
+    "additionalProperties": False,
     "properties": {
-        "rules": {"type": "array", "maxItems": 100, "items": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "when": {"type": "string", "maxLength": 500},
-                "after_tool_result": {"type": "boolean"},
-                "turn": {"type": "integer", "minimum": 0, "maximum": 1000},
-                "reply": _REPLY,
-                "error": {"enum": sorted(_ERRORS)},
+        "rules": {
+            "type": "array",
+            "maxItems": 100,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "when": {"type": "string", "maxLength": 500},
+                    "after_tool_result": {"type": "boolean"},
+                    "turn": {"type": "integer", "minimum": 0, "maximum": 1000},
+                    "reply": _REPLY,
+                    "error": {"enum": sorted(_ERRORS)},
+                },
             },
-        }},
+        },
         "default": _TEXT,
         "delay": {"type": "number", "minimum": 0},
     },
@@ -113,7 +134,9 @@ class ScriptedProvider:
         if delay >= self.timeout:
             # A real provider this slow would time out; so does the script, at the timeout.
             time.sleep(self.timeout)
-            raise ProviderTimeout(f"scripted delay {delay:g} s exceeds the timeout {self.timeout:g} s")
+            raise ProviderTimeout(
+                f"scripted delay {delay:g} s exceeds the timeout {self.timeout:g} s"
+            )
         if delay:
             time.sleep(delay)
         last = request.messages[-1] if request.messages else None
@@ -158,7 +181,9 @@ def _reply(spec: dict[str, Any] | str, request: ChatRequest) -> ChatReply:
         blocks.append(TextBlock(spec["text"]))
     for i, call in enumerate(spec.get("tool_calls", [])):
         blocks.append(
-            ToolCall(id=f"call_{digest}_{i}", name=call["name"], arguments=call.get("arguments", {}))
+            ToolCall(
+                id=f"call_{digest}_{i}", name=call["name"], arguments=call.get("arguments", {})
+            )
         )
     stop = "tool_use" if spec.get("tool_calls") else "end_turn"
     return ChatReply(content=tuple(blocks) or (TextBlock(""),), stop_reason=stop)

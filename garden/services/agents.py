@@ -60,23 +60,37 @@ def model_account_check(
         raise AccountError("invalid_choice", f"Unknown provider {provider!r}.", field="provider")
     options = options or {}
     if len(json.dumps(options)) > MAX_OPTIONS_BYTES:
-        raise AccountError("OPTIONS_TOO_LARGE", f"options must be at most {MAX_OPTIONS_BYTES:,} "
-                           "bytes of JSON.", field="options")
+        raise AccountError(
+            "OPTIONS_TOO_LARGE",
+            f"options must be at most {MAX_OPTIONS_BYTES:,} bytes of JSON.",
+            field="options",
+        )
     if provider == ModelAccount.Provider.SCRIPTED:
         if not (staff or settings.GARDEN_ALLOW_SCRIPTED_ACCOUNTS):
-            raise AccountError("SCRIPTED_NOT_ALLOWED", "Scripted accounts are a development tool "
-                               "this site does not offer; use a model provider.", field="provider")
+            raise AccountError(
+                "SCRIPTED_NOT_ALLOWED",
+                "Scripted accounts are a development tool "
+                "this site does not offer; use a model provider.",
+                field="provider",
+            )
         problem = options_problem(options)
         if problem:
-            raise AccountError("INVALID_SCRIPT", f"The script is invalid: {problem}.",
-                               field="options")
+            raise AccountError(
+                "INVALID_SCRIPT", f"The script is invalid: {problem}.", field="options"
+            )
         limit = min(timeout_seconds, settings.GARDEN_MODEL_CALL_TIMEOUT)
         if float(options.get("delay", 0) or 0) >= limit:
-            raise AccountError("SCRIPT_DELAY_TOO_LONG", f"delay must be shorter than the "
-                               f"account's timeout ({limit:g} s).", field="options")
+            raise AccountError(
+                "SCRIPT_DELAY_TOO_LONG",
+                f"delay must be shorter than the account's timeout ({limit:g} s).",
+                field="options",
+            )
         if credential or api_key or base_url:
-            raise AccountError("NO_KEY_FOR_SCRIPTED", "A scripted account has no base URL or key.",
-                               field="credential" if credential else "api_key" if api_key else "base_url")
+            raise AccountError(
+                "NO_KEY_FOR_SCRIPTED",
+                "A scripted account has no base URL or key.",
+                field="credential" if credential else "api_key" if api_key else "base_url",
+            )
         return CheckedAccount(credential="", api_key_encrypted="", legacy_secret_ref="")
     if not model:
         raise AccountError("required", "A model name is required.", field="model")
@@ -86,26 +100,36 @@ def model_account_check(
         except egress.EgressRefused as exc:
             raise AccountError(exc.code, f"base_url: {exc.message}", field="base_url") from exc
     if credential and api_key:
-        raise AccountError("ONE_KEY_SOURCE", "Give a credential or a key, not both.",
-                           field="api_key")
+        raise AccountError(
+            "ONE_KEY_SOURCE", "Give a credential or a key, not both.", field="api_key"
+        )
     if api_key and not _KEY_TEXT.fullmatch(api_key):
-        raise AccountError("INVALID_KEY", "A key is printable ASCII text without spaces.",
-                           field="api_key")
+        raise AccountError(
+            "INVALID_KEY", "A key is printable ASCII text without spaces.", field="api_key"
+        )
     try:
         if credential:
-            credentials.credential_check(user=owner, name=credential, provider=provider,
-                                         base_url=base_url)
+            credentials.credential_check(
+                user=owner, name=credential, provider=provider, base_url=base_url
+            )
             return CheckedAccount(credential=credential, api_key_encrypted="", legacy_secret_ref="")
         if api_key:
-            return CheckedAccount(credential="", legacy_secret_ref="",
-                                  api_key_encrypted=credentials.api_key_encrypt(api_key))
+            return CheckedAccount(
+                credential="",
+                legacy_secret_ref="",
+                api_key_encrypted=credentials.api_key_encrypt(api_key),
+            )
     except CredentialError as exc:
-        raise AccountError(exc.code, str(exc), field="credential" if credential else "api_key") from exc
+        raise AccountError(
+            exc.code, str(exc), field="credential" if credential else "api_key"
+        ) from exc
     kept = account if account is not None and not clear_api_key else None
     return CheckedAccount(
-        credential="", api_key_encrypted=kept.api_key_encrypted if kept else "",
+        credential="",
+        api_key_encrypted=kept.api_key_encrypted if kept else "",
         legacy_secret_ref=kept.legacy_secret_ref if kept else "",
     )
+
 
 SCRIPTED_ACCOUNT_NAME = "Scripted (offline)"
 MAKER_TOOLS = ["platform.update_group", "platform.archive_group"]
@@ -146,23 +170,40 @@ def model_account_create(
 ) -> ModelAccount:
     """Create an account under ``model_account_check``'s rules and the owner's account quota."""
     checked = model_account_check(
-        owner=owner, provider=provider, model=model, base_url=base_url, credential=credential,
-        api_key=api_key, options=options, timeout_seconds=timeout_seconds, staff=staff,
+        owner=owner,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        credential=credential,
+        api_key=api_key,
+        options=options,
+        timeout_seconds=timeout_seconds,
+        staff=staff,
     )
     account = ModelAccount(
-        owner=owner, name=name, provider=provider, model=model, base_url=base_url,
-        credential=checked.credential, api_key_encrypted=checked.api_key_encrypted,
-        timeout_seconds=timeout_seconds, options=options or {},
+        owner=owner,
+        name=name,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        credential=checked.credential,
+        api_key_encrypted=checked.api_key_encrypted,
+        timeout_seconds=timeout_seconds,
+        options=options or {},
     )
     account.full_clean()
     limit = settings.GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER
     with transaction.atomic():
         account.save()
-        quota_hold(owner_id=owner.pk, limit=limit,
-                   count=ModelAccount.objects.filter(owner=owner).count,
-                   refusal=lambda: QuotaExceeded("ACCOUNT_LIMIT", f"You have {limit} model "
-                                                 "accounts, the limit on this site; delete one "
-                                                 "first."))
+        quota_hold(
+            owner_id=owner.pk,
+            limit=limit,
+            count=ModelAccount.objects.filter(owner=owner).count,
+            refusal=lambda: QuotaExceeded(
+                "ACCOUNT_LIMIT",
+                f"You have {limit} model accounts, the limit on this site; delete one first.",
+            ),
+        )
     return account
 
 
@@ -182,6 +223,7 @@ def model_account_update(
     options: dict[str, Any] = _UNCHANGED,
 ) -> ModelAccount:
     """Change what is given; the key rules are checked on the account as it will be."""
+
     def pick(value: Any, current: Any) -> Any:
         return current if value is _UNCHANGED else value
 
@@ -189,11 +231,15 @@ def model_account_update(
     if api_key:
         new_credential = ""  # a pasted key replaces the operator credential
     checked = model_account_check(
-        owner=account.owner, provider=account.provider, model=pick(model, account.model),
-        base_url=pick(base_url, account.base_url), credential=new_credential, api_key=api_key,
+        owner=account.owner,
+        provider=account.provider,
+        model=pick(model, account.model),
+        base_url=pick(base_url, account.base_url),
+        credential=new_credential,
+        api_key=api_key,
         clear_api_key=clear_api_key or bool(new_credential),
-        options=pick(options, account.options), timeout_seconds=pick(timeout_seconds,
-                                                                      account.timeout_seconds),
+        options=pick(options, account.options),
+        timeout_seconds=pick(timeout_seconds, account.timeout_seconds),
         account=account,
     )
     with transaction.atomic():
@@ -235,16 +281,29 @@ def model_account_test(*, account: ModelAccount) -> AccountTestResult:
         config = replace(config, timeout=min(config.timeout, settings.GARDEN_ACCOUNT_TEST_TIMEOUT))
         with call_slot(owner_id=account.owner_id) as free:
             if not free:
-                return AccountTestResult(False, "CALLS_IN_FLIGHT", "All your model-call slots are "
-                                         "in use right now; try again in a moment.")
-            reply = get_provider(config).complete(ChatRequest(
-                system="", max_tokens=16,
-                messages=(ChatMessage("user", (TextBlock("Reply with the word OK."),)),)))
+                return AccountTestResult(
+                    False,
+                    "CALLS_IN_FLIGHT",
+                    "All your model-call slots are in use right now; try again in a moment.",
+                )
+            reply = get_provider(config).complete(
+                ChatRequest(
+                    system="",
+                    max_tokens=16,
+                    messages=(ChatMessage("user", (TextBlock("Reply with the word OK."),)),),
+                )
+            )
     except ProviderError as exc:
         # The code and what kind of failure it was; never the body a server sent back (an
         # allowed internal host must not become a way to read its answers).
-        return AccountTestResult(False, exc.code, _TEST_MESSAGES.get(
-            exc.code, f"The call failed ({exc.code}{f', HTTP {exc.status}' if exc.status else ''})."))
+        return AccountTestResult(
+            False,
+            exc.code,
+            _TEST_MESSAGES.get(
+                exc.code,
+                f"The call failed ({exc.code}{f', HTTP {exc.status}' if exc.status else ''}).",
+            ),
+        )
     except Exception:  # the test answers by name whatever happens; the log has the rest
         log.exception("model account %s test failed", account.pk)
         return AccountTestResult(False, "TEST_FAILED", "The test could not be made.")
@@ -253,9 +312,9 @@ def model_account_test(*, account: ModelAccount) -> AccountTestResult:
 
 _TEST_MESSAGES = {
     "EGRESS_REFUSED": "The base URL is an address this site does not connect to; the operator "
-                      "can allow it (GARDEN_EGRESS_ALLOW_PROVIDERS).",
+    "can allow it (GARDEN_EGRESS_ALLOW_PROVIDERS).",
     "CREDENTIAL_NOT_ALLOWED": "This key reference is not one of the operator's credentials "
-                              "available to you.",
+    "available to you.",
     "CREDENTIAL_UNAVAILABLE": "The operator's credential has no key on this site.",
     "CREDENTIAL_BASE_URL_MISMATCH": "The operator's credential may not be sent to this base URL.",
     "KEY_UNREADABLE": "The stored key cannot be decrypted; paste it again.",
@@ -266,20 +325,29 @@ _TEST_MESSAGES = {
 
 def model_account_delete(*, account: ModelAccount) -> None:
     if account.agents.exists():
-        raise AccountError("ACCOUNT_IN_USE", "Agents use this account; give them another first.",
-                           status=409)
+        raise AccountError(
+            "ACCOUNT_IN_USE", "Agents use this account; give them another first.", status=409
+        )
     account.delete()
 
 
 def scripted_account_for(*, owner: AbstractBaseUser) -> ModelAccount:
     """The owner's default offline account (created on first use)."""
     # The owner may have made accounts of the same name; the oldest scripted one is the default.
-    account = (ModelAccount.objects.filter(owner=owner, name=SCRIPTED_ACCOUNT_NAME,
-                                           provider=ModelAccount.Provider.SCRIPTED)
-               .order_by("id").first())
+    account = (
+        ModelAccount.objects.filter(
+            owner=owner, name=SCRIPTED_ACCOUNT_NAME, provider=ModelAccount.Provider.SCRIPTED
+        )
+        .order_by("id")
+        .first()
+    )
     if account is None:
-        account = ModelAccount.objects.create(owner=owner, name=SCRIPTED_ACCOUNT_NAME,
-                                              provider=ModelAccount.Provider.SCRIPTED, model="scripted")
+        account = ModelAccount.objects.create(
+            owner=owner,
+            name=SCRIPTED_ACCOUNT_NAME,
+            provider=ModelAccount.Provider.SCRIPTED,
+            model="scripted",
+        )
     return account
 
 
@@ -312,8 +380,13 @@ def agent_create(
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``."""
     agent = Agent(
-        owner=owner, handle=handle, name=name, model_account=model_account,
-        instructions=instructions, colour=colour, enabled_tools=enabled_tools or [],
+        owner=owner,
+        handle=handle,
+        name=name,
+        model_account=model_account,
+        instructions=instructions,
+        colour=colour,
+        enabled_tools=enabled_tools or [],
         approval_tools=approval_tools or [],
     )
     agent.full_clean()
@@ -322,8 +395,13 @@ def agent_create(
         agent.save()
         if delegation_allowlist:
             agent.delegation_allowlist.set(delegation_allowlist)
-        quota_hold(owner_id=owner.pk, limit=limit,
-                   count=Agent.objects.filter(owner=owner, removed_at__isnull=True).count,
-                   refusal=lambda: QuotaExceeded("AGENT_LIMIT", f"You have {limit} agents, the "
-                                                 "limit on this site; remove one to make another."))
+        quota_hold(
+            owner_id=owner.pk,
+            limit=limit,
+            count=Agent.objects.filter(owner=owner, removed_at__isnull=True).count,
+            refusal=lambda: QuotaExceeded(
+                "AGENT_LIMIT",
+                f"You have {limit} agents, the limit on this site; remove one to make another.",
+            ),
+        )
     return agent

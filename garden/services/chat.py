@@ -60,24 +60,37 @@ def conversation_post_owner_message(
     if conversation.status != Conversation.Status.OPEN:
         raise ChatError("CONVERSATION_CLOSED", "This conversation is closed.", field="conversation")
     if not conversation.agent.can_run:
-        raise ChatError("AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation")
+        raise ChatError(
+            "AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation"
+        )
     from garden.tasks import chat_reply
 
     waiting = Message.objects.filter(
-        conversation__owner_id=owner.pk, conversation__agent__isnull=False,
-        speaker_kind=Message.SpeakerKind.OWNER, replies__isnull=True,
+        conversation__owner_id=owner.pk,
+        conversation__agent__isnull=False,
+        speaker_kind=Message.SpeakerKind.OWNER,
+        replies__isnull=True,
         created_at__gte=timezone.now() - timedelta(minutes=10),
     )
     limit = settings.GARDEN_MAX_QUEUED_PER_OWNER
     with transaction.atomic():
         message = message_append(
-            conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
+            conversation_id=conversation.pk,
+            speaker_kind=Message.SpeakerKind.OWNER,
             content=[text_block(text)],
         )
-        quota_hold(owner_id=owner.pk, count=waiting.count, limit=limit,
-                   refusal=lambda: QuotaExceeded(
-                       "QUEUE_FULL", f"You already have {limit} messages waiting for a reply, "
-                       "the limit on this site; wait for them first.", field="text", status=429))
+        quota_hold(
+            owner_id=owner.pk,
+            count=waiting.count,
+            limit=limit,
+            refusal=lambda: QuotaExceeded(
+                "QUEUE_FULL",
+                f"You already have {limit} messages waiting for a reply, "
+                "the limit on this site; wait for them first.",
+                field="text",
+                status=429,
+            ),
+        )
         transaction.on_commit(lambda: chat_reply.delay(message.pk))
     return message
 
@@ -86,8 +99,9 @@ OMITTED = "[earlier turns of this conversation are omitted: they do not fit the 
 
 
 def _chars(content: list[dict]) -> int:
-    return sum(len(str(b.get("text") or b.get("content") or b.get("arguments") or ""))
-               for b in content)
+    return sum(
+        len(str(b.get("text") or b.get("content") or b.get("arguments") or "")) for b in content
+    )
 
 
 def _clipped(content: list[dict], keep: int) -> list[dict]:
@@ -110,9 +124,14 @@ def _request_for(conversation: Conversation, upto_seq: int) -> ChatRequest:
     agent = conversation.agent
     cap = settings.GARDEN_CHAT_CAP_CHARS
     budget = max(0, cap - len(agent.instructions))
-    rows = (conversation.messages.filter(seq__lte=upto_seq).exclude(kind=Message.Kind.ACTIVITY)
-            .order_by("-seq").values_list("speaker_kind", "speaker_agent_id", "content")
-            [:settings.GARDEN_CHAT_MAX_TURNS + 1])
+    rows = (
+        conversation.messages.filter(seq__lte=upto_seq)
+        .exclude(kind=Message.Kind.ACTIVITY)
+        .order_by("-seq")
+        .values_list("speaker_kind", "speaker_agent_id", "content")[
+            : settings.GARDEN_CHAT_MAX_TURNS + 1
+        ]
+    )
     picked: list[tuple[str, int | None, list[dict]]] = []
     omitted = False
     for index, (speaker_kind, speaker_agent_id, content) in enumerate(rows):
@@ -155,7 +174,8 @@ def chat_reply(*, message_id: int) -> Message | None:
     """
     owner_message = (
         Message.objects.select_related("conversation__agent__model_account")
-        .filter(pk=message_id, speaker_kind=Message.SpeakerKind.OWNER).first()
+        .filter(pk=message_id, speaker_kind=Message.SpeakerKind.OWNER)
+        .first()
     )
     if owner_message is None or Message.objects.filter(in_reply_to=owner_message).exists():
         return None
@@ -177,7 +197,9 @@ def chat_reply(*, message_id: int) -> Message | None:
         except ConfirmedRejection as exc:
             wait = min(exc.retry_after or 2.0**attempt, 30.0)
             if attempt == attempts or time.monotonic() + wait > deadline:
-                content = [text_block(f"The reply did not come: the provider refused ({exc.code}).")]
+                content = [
+                    text_block(f"The reply did not come: the provider refused ({exc.code}).")
+                ]
                 failed = True
                 break
             time.sleep(wait)
@@ -189,9 +211,12 @@ def chat_reply(*, message_id: int) -> Message | None:
     speaker = Message.SpeakerKind.GARDEN if failed else Message.SpeakerKind.AGENT
     try:
         reply = message_append(
-            conversation_id=conversation.pk, speaker_kind=speaker,
+            conversation_id=conversation.pk,
+            speaker_kind=speaker,
             speaker_agent=agent if speaker == Message.SpeakerKind.AGENT else None,
-            content=content, kind=kind, in_reply_to=owner_message,
+            content=content,
+            kind=kind,
+            in_reply_to=owner_message,
         )
     except IntegrityError:
         # Another delivery answered first; the unique reply constraint kept one answer.

@@ -13,11 +13,19 @@ from garden.models import Agent, Conversation, Message
 
 
 def conversation_create(
-    *, owner: AbstractBaseUser, agent: Agent | None = None, group: Any = None, title: str = "",
+    *,
+    owner: AbstractBaseUser,
+    agent: Agent | None = None,
+    group: Any = None,
+    title: str = "",
     carried_summary: str = "",
 ) -> Conversation:
     conversation = Conversation.objects.create(
-        owner=owner, agent=agent, group=group, title=title, carried_summary=carried_summary,
+        owner=owner,
+        agent=agent,
+        group=group,
+        title=title,
+        carried_summary=carried_summary,
     )
     return conversation
 
@@ -33,7 +41,9 @@ def message_payload(message: Message) -> dict[str, Any]:
             "kind": message.speaker_kind,
             "agent": agent.pk if agent else None,
             "handle": agent.handle if agent else None,
-            "name": agent.name if agent else ("You" if message.speaker_kind == "owner" else "garden"),
+            "name": agent.name
+            if agent
+            else ("You" if message.speaker_kind == "owner" else "garden"),
             "colour": agent.colour if agent else None,
         },
         "kind": message.kind,
@@ -63,15 +73,23 @@ def message_append(
     ``channel`` overrides the event channel (groups push to the group's channel).
     """
     message = Message(
-        conversation_id=conversation_id, speaker_kind=speaker_kind, speaker_agent=speaker_agent,
-        kind=kind, content=content, request_id=request_id, in_reply_to=in_reply_to,
-        addressed_agent=addressed_agent, reply_to_call_id=reply_to_call_id, step=step,
+        conversation_id=conversation_id,
+        speaker_kind=speaker_kind,
+        speaker_agent=speaker_agent,
+        kind=kind,
+        content=content,
+        request_id=request_id,
+        in_reply_to=in_reply_to,
+        addressed_agent=addressed_agent,
+        reply_to_call_id=reply_to_call_id,
+        step=step,
     )
     return messages_append(conversation_id=conversation_id, messages=[message], channel=channel)[0]
 
 
-def messages_append(*, conversation_id: int, messages: list[Message],
-                    channel: str | None = None) -> list[Message]:
+def messages_append(
+    *, conversation_id: int, messages: list[Message], channel: str | None = None
+) -> list[Message]:
     """Append unsaved ``messages`` in order with consecutive seqs and push them after commit:
     one UPDATE takes the seqs, one INSERT writes the turns, however many there are.
 
@@ -89,8 +107,14 @@ def messages_append(*, conversation_id: int, messages: list[Message],
         Message.objects.bulk_create(messages)
         channel = channel or events.conversation_channel(conversation_id)
         for message in messages:
-            events.send_event_on_commit(channel=channel, event={
-                "type": "message.created", "seq": message.seq, "message": message_payload(message)})
+            events.send_event_on_commit(
+                channel=channel,
+                event={
+                    "type": "message.created",
+                    "seq": message.seq,
+                    "message": message_payload(message),
+                },
+            )
     return messages
 
 

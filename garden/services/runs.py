@@ -13,7 +13,11 @@ from garden.runtime import run_directory
 
 
 def goal_create(
-    *, kind: str, owner: AbstractBaseUser | None = None, title: str = "", origin: Any = None,
+    *,
+    kind: str,
+    owner: AbstractBaseUser | None = None,
+    title: str = "",
+    origin: Any = None,
 ) -> Goal:
     """Create an open goal. ``owner`` None makes it system-owned (the gardener's)."""
     if kind not in Goal.Kind.values:
@@ -40,7 +44,9 @@ def run_finish(*, run: Run, status: str, outcome: dict[str, Any] | None = None) 
     outcome = outcome or {}
     # Conditional on still running, so a redelivered finish cannot overwrite the first.
     changed = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-        status=status, outcome=outcome, finished_at=now,
+        status=status,
+        outcome=outcome,
+        finished_at=now,
     )
     if changed:
         run.status, run.outcome, run.finished_at = status, outcome, now
@@ -53,7 +59,8 @@ def goal_conclude(*, goal: Goal, status: str) -> bool:
         raise ValueError(f"a goal concludes as concluded or failed, not {status!r}")
     now = timezone.now()
     changed = Goal.objects.filter(pk=goal.pk, status=Goal.Status.OPEN).update(
-        status=status, concluded_at=now,
+        status=status,
+        concluded_at=now,
     )
     if changed:
         goal.status, goal.concluded_at = status, now

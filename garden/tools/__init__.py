@@ -108,8 +108,13 @@ def _load_builtin_tools() -> None:
             return
         import importlib
 
-        for module in ("groups.tools", "garden.tools.files", "garden.tools.memory",
-                       "garden.tools.web", "garden.tools.platform"):
+        for module in (
+            "groups.tools",
+            "garden.tools.files",
+            "garden.tools.memory",
+            "garden.tools.web",
+            "garden.tools.platform",
+        ):
             try:
                 importlib.import_module(module)
             except ModuleNotFoundError as exc:

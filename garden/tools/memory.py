@@ -14,7 +14,17 @@ from garden.models import MemoryNote
 from garden.providers.types import ToolSpec
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 
-SCOPE_KEYS = {"scope", "group", "group_id", "agent", "agent_id", "owner", "owner_id", "private", "shared"}
+SCOPE_KEYS = {
+    "scope",
+    "group",
+    "group_id",
+    "agent",
+    "agent_id",
+    "owner",
+    "owner_id",
+    "private",
+    "shared",
+}
 MAX_RECALL = 50
 
 
@@ -32,7 +42,10 @@ def _refuse_scope(args: dict[str, Any]) -> ToolOutcome | None:
     if named:
         return ToolOutcome(
             f"MEMORY_SCOPE_NOT_ALLOWED: the memory scope comes from where you are running, never "
-            f"from arguments (got {', '.join(named)}).", is_error=True, code="MEMORY_SCOPE_NOT_ALLOWED")
+            f"from arguments (got {', '.join(named)}).",
+            is_error=True,
+            code="MEMORY_SCOPE_NOT_ALLOWED",
+        )
     return None
 
 
@@ -40,9 +53,13 @@ def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     refused = _refuse_scope(args)
     if refused:
         return refused
-    note = MemoryNote.objects.create(owner_id=ctx.owner_id, scope=write_scope(ctx),
-                                     kind=args.get("kind", "note"), text=args["text"].strip(),
-                                     written_by_id=ctx.agent_id)
+    note = MemoryNote.objects.create(
+        owner_id=ctx.owner_id,
+        scope=write_scope(ctx),
+        kind=args.get("kind", "note"),
+        text=args["text"].strip(),
+        written_by_id=ctx.agent_id,
+    )
     where = "the group's memory" if ctx.group_id else "your private memory"
     return ToolOutcome(f"Remembered in {where} (note {note.pk}).")
 
@@ -62,27 +79,43 @@ def recall(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome("\n".join(f"- [{n.kind}] {n.text}" for n in reversed(found)))
 
 
-_ARGS_COMMON: dict[str, Any] = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+_ARGS_COMMON: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+}
 
-MEMORY_REMEMBER = register(Tool(
-    spec=ToolSpec(
-        name="memory.remember",
-        description="Keep a durable note or preference. In a group it is the group's memory, "
-        "seen by the room.",
-        parameters={**_ARGS_COMMON, "required": ["text"], "properties": {
-            "text": {"type": "string", "minLength": 1, "maxLength": 4000},
-            "kind": {"type": "string", "enum": ["note", "preference"], "default": "note"}}},
-    ),
-    handler=remember,
-))
+MEMORY_REMEMBER = register(
+    Tool(
+        spec=ToolSpec(
+            name="memory.remember",
+            description="Keep a durable note or preference. In a group it is the group's memory, "
+            "seen by the room.",
+            parameters={
+                **_ARGS_COMMON,
+                "required": ["text"],
+                "properties": {
+                    "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "kind": {"type": "string", "enum": ["note", "preference"], "default": "note"},
+                },
+            },
+        ),
+        handler=remember,
+    )
+)
 
-MEMORY_RECALL = register(Tool(
-    spec=ToolSpec(
-        name="memory.recall",
-        description="Recall remembered notes and preferences, optionally matching a query.",
-        parameters={**_ARGS_COMMON, "properties": {
-            "query": {"type": "string", "maxLength": 200},
-            "kind": {"type": "string", "enum": ["note", "preference"]}}},
-    ),
-    handler=recall,
-))
+MEMORY_RECALL = register(
+    Tool(
+        spec=ToolSpec(
+            name="memory.recall",
+            description="Recall remembered notes and preferences, optionally matching a query.",
+            parameters={
+                **_ARGS_COMMON,
+                "properties": {
+                    "query": {"type": "string", "maxLength": 200},
+                    "kind": {"type": "string", "enum": ["note", "preference"]},
+                },
+            },
+        ),
+        handler=recall,
+    )
+)

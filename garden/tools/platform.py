@@ -18,8 +18,11 @@ from garden.tools import Tool, ToolContext, ToolOutcome, register
 from groups import selectors
 from groups.services.groups import GroupError, GroupRulesBroken, group_archive, group_update
 
-_HANDLE = {"type": "string", "pattern": "^@?[-a-zA-Z0-9_]{1,40}$",
-           "description": "An agent's handle, with or without the @."}
+_HANDLE = {
+    "type": "string",
+    "pattern": "^@?[-a-zA-Z0-9_]{1,40}$",
+    "description": "An agent's handle, with or without the @.",
+}
 _GROUP_ID = {"type": "integer", "minimum": 1, "description": "The group's id."}
 
 UPDATE_GROUP_PARAMETERS: dict[str, Any] = {
@@ -30,11 +33,20 @@ UPDATE_GROUP_PARAMETERS: dict[str, Any] = {
     "required": ["group_id"],
     "properties": {
         "group_id": _GROUP_ID,
-        "name": {"type": "string", "minLength": 1, "maxLength": 200,
-                 "description": "The new name (at most 100 characters once trimmed)."},
-        "members": {"type": "array", "items": _HANDLE, "minItems": 1, "maxItems": 50,
-                    "description": "The whole new membership, in order. Members not listed "
-                    "leave the group; the coordinator must stay listed."},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200,
+            "description": "The new name (at most 100 characters once trimmed).",
+        },
+        "members": {
+            "type": "array",
+            "items": _HANDLE,
+            "minItems": 1,
+            "maxItems": 50,
+            "description": "The whole new membership, in order. Members not listed "
+            "leave the group; the coordinator must stay listed.",
+        },
         "coordinator": {**_HANDLE, "description": "The member who coordinates the group."},
     },
 }
@@ -99,11 +111,15 @@ def _group_result(group) -> dict[str, Any]:
     members = getattr(group, "ordered_memberships", None)
     if members is None:
         members = group.memberships.select_related("agent").order_by("position", "id")
-    return {"group": {
-        "id": group.pk, "name": group.name, "coordinator": group.coordinator.handle,
-        "members": [m.agent.handle for m in members],
-        "archived": group.archived_at is not None,
-    }}
+    return {
+        "group": {
+            "id": group.pk,
+            "name": group.name,
+            "coordinator": group.coordinator.handle,
+            "members": [m.agent.handle for m in members],
+            "archived": group.archived_at is not None,
+        }
+    }
 
 
 def _service_error(exc: GroupError) -> dict[str, Any]:
@@ -131,8 +147,9 @@ def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
     if "coordinator" in arguments:
         wanted.append(arguments["coordinator"].lstrip("@"))
     # Removed agents are resolved too: the rules decide whether naming them is allowed.
-    by_handle = dict(Agent.objects.filter(owner_id=agent.owner_id, handle__in=wanted)
-                     .values_list("handle", "pk"))
+    by_handle = dict(
+        Agent.objects.filter(owner_id=agent.owner_id, handle__in=wanted).values_list("handle", "pk")
+    )
     for field in ("members", "coordinator"):
         handles = arguments.get(field)
         for handle in [handles] if isinstance(handles, str) else handles or []:
@@ -142,10 +159,16 @@ def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
         group = group_update(
             group=group,
             name=arguments.get("name"),
-            members=([by_handle[h.lstrip("@")] for h in arguments["members"]]
-                     if "members" in arguments else None),
-            coordinator=(by_handle[arguments["coordinator"].lstrip("@")]
-                         if "coordinator" in arguments else None),
+            members=(
+                [by_handle[h.lstrip("@")] for h in arguments["members"]]
+                if "members" in arguments
+                else None
+            ),
+            coordinator=(
+                by_handle[arguments["coordinator"].lstrip("@")]
+                if "coordinator" in arguments
+                else None
+            ),
         )
     except GroupError as exc:
         return _service_error(exc)
@@ -169,13 +192,16 @@ def platform_archive_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[s
 
 def _outcome(result: dict[str, Any]) -> ToolOutcome:
     error = result.get("error")
-    return ToolOutcome(json.dumps(result), is_error=error is not None,
-                       code=error["code"] if error else "")
+    return ToolOutcome(
+        json.dumps(result), is_error=error is not None, code=error["code"] if error else ""
+    )
 
 
 def _caller(ctx: ToolContext) -> Agent | None:
     # Who is calling comes from the trusted context, never from the arguments.
-    return Agent.objects.filter(pk=ctx.agent_id, owner_id=ctx.owner_id).select_related("owner").first()
+    return (
+        Agent.objects.filter(pk=ctx.agent_id, owner_id=ctx.owner_id).select_related("owner").first()
+    )
 
 
 def _handle_update(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:

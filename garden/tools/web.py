@@ -18,20 +18,24 @@ from garden.tools import Tool, ToolContext, ToolOutcome, register
 
 MAX_REDIRECTS = 5
 
-HTTP_FETCH = register(Tool(
-    spec=ToolSpec(
-        name="http.fetch",
-        description="Fetch a web page or API over HTTP(S) with GET and return its text.",
-        parameters={
-            "$schema": "https://json-schema.org/draft/2020-12/schema",
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["url"],
-            "properties": {"url": {"type": "string", "pattern": "^https?://", "maxLength": 2000}},
-        },
-    ),
-    handler=lambda ctx, args: http_fetch(ctx, args),
-))
+HTTP_FETCH = register(
+    Tool(
+        spec=ToolSpec(
+            name="http.fetch",
+            description="Fetch a web page or API over HTTP(S) with GET and return its text.",
+            parameters={
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["url"],
+                "properties": {
+                    "url": {"type": "string", "pattern": "^https?://", "maxLength": 2000}
+                },
+            },
+        ),
+        handler=lambda ctx, args: http_fetch(ctx, args),
+    )
+)
 
 
 def _client() -> httpx.Client:
@@ -68,5 +72,6 @@ def http_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         return _failed("FETCH_FAILED", f"{type(exc).__name__}: {exc}")
     body = raw.decode(response.encoding or "utf-8", errors="replace")
     note = f" [clipped at {cap:,} bytes]" if clipped else ""
-    return ToolOutcome(f"HTTP {response.status_code}{note}\n{body}",
-                       is_error=response.status_code >= 400)
+    return ToolOutcome(
+        f"HTTP {response.status_code}{note}\n{body}", is_error=response.status_code >= 400
+    )

@@ -27,9 +27,12 @@ def request_payload(request: GroupRequest) -> dict:
         "state": request.state,
         "fence": request.fence,
         "budget": {
-            "working_reserved": request.working_reserved, "working_limit": 11,
-            "synthesis_reserved": request.synthesis_reserved, "synthesis_limit": 1,
-            "maintenance_reserved": request.maintenance_reserved, "maintenance_limit": 1,
+            "working_reserved": request.working_reserved,
+            "working_limit": 11,
+            "synthesis_reserved": request.synthesis_reserved,
+            "synthesis_limit": 1,
+            "maintenance_reserved": request.maintenance_reserved,
+            "maintenance_limit": 1,
         },
         "queue": request.queue,
         "waiting_for": request.waiting_for or None,
@@ -46,7 +49,12 @@ def approval_payload(approval: Approval) -> dict:
     return {
         "id": approval.pk,
         "status": approval.status,
-        "agent": {"id": agent.pk, "handle": agent.handle, "name": agent.name, "colour": agent.colour},
+        "agent": {
+            "id": agent.pk,
+            "handle": agent.handle,
+            "name": agent.name,
+            "colour": agent.colour,
+        },
         "action": approval.action,
         "tool_call_id": approval.tool_call_id,
         "request": approval.request_id,
@@ -75,8 +83,10 @@ class GroupMessagesApi(APIView):
     throttle_scopes = {"POST": "messages"}
 
     @extend_schema(
-        parameters=[OpenApiParameter("after", int, description="Only turns with a greater seq."),
-                    OpenApiParameter("conversation", int, description="A closed thread of the group.")],
+        parameters=[
+            OpenApiParameter("after", int, description="Only turns with a greater seq."),
+            OpenApiParameter("conversation", int, description="A closed thread of the group."),
+        ],
         responses={200: dict},
     )
     def get(self, request: Request, group_id: int) -> Response:
@@ -86,27 +96,40 @@ class GroupMessagesApi(APIView):
             wanted = request.query_params.get("conversation")
             wanted = int(wanted) if wanted else None
         except ValueError as exc:
-            raise ApiError("invalid", "after and conversation must be integers.", field="after") from exc
+            raise ApiError(
+                "invalid", "after and conversation must be integers.", field="after"
+            ) from exc
         conversations = Conversation.objects.filter(group=group)
-        conversation = (conversations.filter(pk=wanted).first() if wanted
-                        else conversations.filter(status="open").order_by("-id").first())
+        conversation = (
+            conversations.filter(pk=wanted).first()
+            if wanted
+            else conversations.filter(status="open").order_by("-id").first()
+        )
         if wanted and conversation is None:
             raise ApiError("NOT_FOUND", "No such conversation in this group.", status_code=404)
         messages = []
         if conversation is not None:
-            messages = [message_payload(m) for m in Message.objects.filter(
-                conversation=conversation, seq__gt=after).select_related("speaker_agent").order_by("seq")[:500]]
-        active = GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).first()
+            messages = [
+                message_payload(m)
+                for m in Message.objects.filter(conversation=conversation, seq__gt=after)
+                .select_related("speaker_agent")
+                .order_by("seq")[:500]
+            ]
+        active = GroupRequest.objects.filter(
+            group=group, state__in=GroupRequest.ACTIVE_STATES
+        ).first()
         queued = GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).count()
-        return Response({
-            "group": group.pk,
-            "conversation": conversation.pk if conversation else None,
-            "carried_summary": conversation.carried_summary if conversation else "",
-            "last_seq": conversation.last_seq if conversation else 0,
-            "messages": messages,
-            "active_request": request_payload(active) if active else None,
-            "queued_requests": queued,
-        })
+        return Response(
+            {
+                "group": group.pk,
+                "conversation": conversation.pk if conversation else None,
+                "carried_summary": conversation.carried_summary if conversation else "",
+                "last_seq": conversation.last_seq if conversation else 0,
+                "messages": messages,
+                "active_request": request_payload(active) if active else None,
+                "queued_requests": queued,
+            }
+        )
 
     @extend_schema(request=RoomMessageInput, responses={202: dict})
     def post(self, request: Request, group_id: int) -> Response:
@@ -117,8 +140,10 @@ class GroupMessagesApi(APIView):
             created = request_create(group=group, text=data.validated_data["text"])
         except RequestError as exc:
             raise ApiError(exc.code, str(exc), field=exc.field, status_code=exc.status) from exc
-        return Response({"request": request_payload(created), "message": message_payload(created.message)},
-                        status=status.HTTP_202_ACCEPTED)
+        return Response(
+            {"request": request_payload(created), "message": message_payload(created.message)},
+            status=status.HTTP_202_ACCEPTED,
+        )
 
 
 class GroupRequestDetailApi(APIView):
@@ -140,15 +165,20 @@ class GroupStopApi(APIView):
 
 
 class ApprovalListApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("state", str, enum=["pending", "approved", "rejected"])],
-                   responses={200: dict})
+    @extend_schema(
+        parameters=[OpenApiParameter("state", str, enum=["pending", "approved", "rejected"])],
+        responses={200: dict},
+    )
     def get(self, request: Request) -> Response:
         state = request.query_params.get("state")
         approvals = Approval.objects.filter(owner=request.user).select_related("agent", "request")
         if state:
             if state not in Approval.Status.values:
-                raise ApiError("invalid_choice", f"state must be one of {', '.join(Approval.Status.values)}.",
-                               field="state")
+                raise ApiError(
+                    "invalid_choice",
+                    f"state must be one of {', '.join(Approval.Status.values)}.",
+                    field="state",
+                )
             approvals = approvals.filter(status=state)
         approvals = approvals.exclude(request__group__deleted_at__isnull=False).order_by("id")[:200]
         return Response({"approvals": [approval_payload(a) for a in approvals]})
@@ -156,7 +186,9 @@ class ApprovalListApi(APIView):
 
 class DecisionInput(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["approve", "reject"])
-    surface = serializers.ChoiceField(choices=["dashboard", "telegram", "api", "admin"], default="dashboard")
+    surface = serializers.ChoiceField(
+        choices=["dashboard", "telegram", "api", "admin"], default="dashboard"
+    )
 
 
 class ApprovalDecideApi(APIView):
@@ -165,9 +197,12 @@ class ApprovalDecideApi(APIView):
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            decision = approval_decide(user=request.user, approval_id=approval_id,
-                                       decision=data.validated_data["decision"],
-                                       surface=data.validated_data["surface"])
+            decision = approval_decide(
+                user=request.user,
+                approval_id=approval_id,
+                decision=data.validated_data["decision"],
+                surface=data.validated_data["surface"],
+            )
         except ApprovalError as exc:
             raise ApiError(exc.code, str(exc), field=exc.field, status_code=exc.status) from exc
         body = approval_payload(decision.approval)
@@ -180,8 +215,13 @@ class MemoryImportInput(serializers.Serializer):
 
 
 def note_payload(note) -> dict:
-    return {"id": note.pk, "kind": note.kind, "text": note.text, "scope": note.scope,
-            "created_at": note.created_at.isoformat()}
+    return {
+        "id": note.pk,
+        "kind": note.kind,
+        "text": note.text,
+        "scope": note.scope,
+        "created_at": note.created_at.isoformat(),
+    }
 
 
 class GroupMemoryApi(APIView):
@@ -190,8 +230,12 @@ class GroupMemoryApi(APIView):
         from groups.services.memory import MEMORY_SENTENCE, group_memory
 
         group = _group(request, group_id)
-        return Response({"memory_sentence": MEMORY_SENTENCE,
-                         "notes": [note_payload(n) for n in group_memory(group=group)]})
+        return Response(
+            {
+                "memory_sentence": MEMORY_SENTENCE,
+                "notes": [note_payload(n) for n in group_memory(group=group)],
+            }
+        )
 
 
 class GroupMemoryImportApi(APIView):
@@ -203,8 +247,9 @@ class GroupMemoryImportApi(APIView):
         data = MemoryImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            note = memory_import_private_note(owner=request.user, group=group,
-                                              note_id=data.validated_data["note"])
+            note = memory_import_private_note(
+                owner=request.user, group=group, note_id=data.validated_data["note"]
+            )
         except RequestError as exc:
             raise ApiError(exc.code, str(exc), field=exc.field, status_code=exc.status) from exc
         return Response(note_payload(note), status=status.HTTP_201_CREATED)

@@ -60,14 +60,24 @@ class GroupOutput(serializers.Serializer):
 
 class GroupCreateInput(serializers.Serializer):
     # Blank or missing names reach the rule set, which refuses them as NAME_REQUIRED.
-    name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False,
-                                 default="", help_text="At most 100 characters once trimmed.")
+    name = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        default="",
+        help_text="At most 100 characters once trimmed.",
+    )
     members = serializers.ListField(
-        child=serializers.IntegerField(), required=False, default=list,
-        max_length=MAX_MEMBERS_LISTED, help_text="Agent ids, in the order the room lists them.",
+        child=serializers.IntegerField(),
+        required=False,
+        default=list,
+        max_length=MAX_MEMBERS_LISTED,
+        help_text="Agent ids, in the order the room lists them.",
     )
     coordinator = serializers.IntegerField(
-        required=False, allow_null=True, default=None,
+        required=False,
+        allow_null=True,
+        default=None,
         help_text="An agent id among the members; without it Concierge coordinates and joins.",
     )
 
@@ -77,7 +87,9 @@ class GroupChangeInput(serializers.Serializer):
 
     name = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     members = serializers.ListField(
-        child=serializers.IntegerField(), required=False, max_length=MAX_MEMBERS_LISTED,
+        child=serializers.IntegerField(),
+        required=False,
+        max_length=MAX_MEMBERS_LISTED,
         help_text="The whole new membership, in order.",
     )
     coordinator = serializers.IntegerField(required=False)

@@ -38,7 +38,9 @@ from groups.services.groups import (
 )
 
 TAGS = ["groups"]
-_REFUSED = OpenApiResponse(ErrorOutput, description="Invalid: every broken rule, with field and code.")
+_REFUSED = OpenApiResponse(
+    ErrorOutput, description="Invalid: every broken rule, with field and code."
+)
 _FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
 _NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such group for this owner.")
 
@@ -68,15 +70,21 @@ def _group_response(request: Request, group_id: int, status_code: int = 200) -> 
 
 
 class GroupListCreateApi(APIView):
-    @extend_schema(tags=TAGS, responses={200: GroupOutput(many=True), 403: _FORBIDDEN},
-                   description="The roster: groups neither deleted nor archived. Groups deleted "
-                   "more than a minute ago are purged first.")
+    @extend_schema(
+        tags=TAGS,
+        responses={200: GroupOutput(many=True), 403: _FORBIDDEN},
+        description="The roster: groups neither deleted nor archived. Groups deleted "
+        "more than a minute ago are purged first.",
+    )
     def get(self, request: Request) -> Response:
         group_purge_expired(owner=request.user)
         return Response(GroupOutput(selectors.group_list(owner=request.user), many=True).data)
 
-    @extend_schema(tags=TAGS, request=GroupCreateInput,
-                   responses={201: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN})
+    @extend_schema(
+        tags=TAGS,
+        request=GroupCreateInput,
+        responses={201: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN},
+    )
     def post(self, request: Request) -> Response:
         data = GroupCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -88,16 +96,22 @@ class GroupListCreateApi(APIView):
 
 
 class GroupDetailApi(APIView):
-    @extend_schema(tags=TAGS, responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="One group; an archived group still reads, a deleted one does not.")
+    @extend_schema(
+        tags=TAGS,
+        responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="One group; an archived group still reads, a deleted one does not.",
+    )
     def get(self, request: Request, group_id: int) -> Response:
         return _group_response(request, group_id)
 
-    @extend_schema(tags=TAGS, request=GroupChangeInput,
-                   responses={200: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="Change the name, the coordinator and/or the membership (the whole "
-                   "list, in order) under the creation rules; only what the change brings in "
-                   "is checked.")
+    @extend_schema(
+        tags=TAGS,
+        request=GroupChangeInput,
+        responses={200: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="Change the name, the coordinator and/or the membership (the whole "
+        "list, in order) under the creation rules; only what the change brings in "
+        "is checked.",
+    )
     def patch(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
         data = GroupChangeInput(data=request.data)
@@ -108,9 +122,12 @@ class GroupDetailApi(APIView):
             raise _api_error(exc) from exc
         return _group_response(request, group_id)
 
-    @extend_schema(tags=TAGS, request=None,
-                   responses={200: GroupDeletedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="Stop the group's work and delete it, with a minute to undo.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={200: GroupDeletedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="Stop the group's work and delete it, with a minute to undo.",
+    )
     def delete(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
         try:
@@ -121,10 +138,17 @@ class GroupDetailApi(APIView):
 
 
 class GroupRestoreApi(APIView):
-    @extend_schema(tags=TAGS, request=None, responses={
-        200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND,
-        410: OpenApiResponse(ErrorOutput, description="UNDO_EXPIRED: the minute has passed."),
-    }, description="Bring a deleted group back as it was, until its undoUntil.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={
+            200: GroupOutput,
+            403: _FORBIDDEN,
+            404: _NOT_FOUND,
+            410: OpenApiResponse(ErrorOutput, description="UNDO_EXPIRED: the minute has passed."),
+        },
+        description="Bring a deleted group back as it was, until its undoUntil.",
+    )
     def post(self, request: Request, group_id: int) -> Response:
         try:
             group = group_restore(owner=request.user, group_id=group_id)
@@ -134,10 +158,13 @@ class GroupRestoreApi(APIView):
 
 
 class GroupClearApi(APIView):
-    @extend_schema(tags=TAGS, request=None,
-                   responses={200: GroupClearedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="Stop the group's work and delete every conversation of it. The "
-                   "group, its members, its coordinator and its memory stay.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={200: GroupClearedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="Stop the group's work and delete every conversation of it. The "
+        "group, its members, its coordinator and its memory stay.",
+    )
     def post(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
         try:
@@ -148,9 +175,12 @@ class GroupClearApi(APIView):
 
 
 class GroupArchiveApi(APIView):
-    @extend_schema(tags=TAGS, request=None,
-                   responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="The room leaves the roster and keeps its transcript.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="The room leaves the roster and keeps its transcript.",
+    )
     def post(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
         try:

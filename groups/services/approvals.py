@@ -25,7 +25,9 @@ SURFACES = ("dashboard", "telegram", "api", "admin")
 
 
 class ApprovalError(Exception):
-    def __init__(self, code: str, message: str, *, status: int = 400, field: str = "decision") -> None:
+    def __init__(
+        self, code: str, message: str, *, status: int = 400, field: str = "decision"
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.status = status
@@ -47,18 +49,25 @@ def approval_decide(
     if decision not in DECISIONS:
         raise ApprovalError("INVALID_DECISION", "decision must be 'approve' or 'reject'.")
     if surface not in SURFACES:
-        raise ApprovalError("INVALID_SURFACE", f"surface must be one of {', '.join(SURFACES)}.",
-                            field="surface")
+        raise ApprovalError(
+            "INVALID_SURFACE", f"surface must be one of {', '.join(SURFACES)}.", field="surface"
+        )
     wanted = DECISIONS[decision]
-    head = (Approval.objects.filter(pk=approval_id, owner=user)
-            .values("request__group_id", "request_id").first())
+    head = (
+        Approval.objects.filter(pk=approval_id, owner=user)
+        .values("request__group_id", "request_id")
+        .first()
+    )
     if head is None:
         raise ApprovalError("NOT_FOUND", "No such approval.", status=404, field="approval")
     with transaction.atomic():
         if head["request__group_id"]:
             Group.objects.select_for_update().filter(pk=head["request__group_id"]).first()
-        request = (GroupRequest.objects.select_for_update().filter(pk=head["request_id"]).first()
-                   if head["request_id"] else None)
+        request = (
+            GroupRequest.objects.select_for_update().filter(pk=head["request_id"]).first()
+            if head["request_id"]
+            else None
+        )
         approval = Approval.objects.select_for_update().get(pk=approval_id)
         if approval.status != Approval.Status.PENDING:
             if approval.status == wanted:
@@ -66,7 +75,8 @@ def approval_decide(
             raise ApprovalError(
                 "APPROVAL_ALREADY_DECIDED",
                 f"This action was already {approval.status}"
-                + (f" ({approval.reason})" if approval.reason else "") + ".",
+                + (f" ({approval.reason})" if approval.reason else "")
+                + ".",
                 status=409,
             )
         approval.status = wanted
@@ -74,13 +84,23 @@ def approval_decide(
         approval.surface = surface
         approval.decided_at = timezone.now()
         approval.save(update_fields=["status", "decided_by", "surface", "decided_at"])
-        channel = events.group_channel(request.group_id) if request else events.conversation_channel(
-            approval.conversation_id)
+        channel = (
+            events.group_channel(request.group_id)
+            if request
+            else events.conversation_channel(approval.conversation_id)
+        )
         events.send_event_on_commit(channel=channel, event=approval_event(approval))
         if wanted == Approval.Status.REJECTED:
-            _record_and_resume(approval, request, ToolOutcome(
-                f"REJECTED: {user.get_username()} rejected {approval.action.get('name')} on {surface}; "
-                "it did not run.", is_error=True, code="REJECTED"))
+            _record_and_resume(
+                approval,
+                request,
+                ToolOutcome(
+                    f"REJECTED: {user.get_username()} rejected {approval.action.get('name')} on {surface}; "
+                    "it did not run.",
+                    is_error=True,
+                    code="REJECTED",
+                ),
+            )
         else:
             approval_id_ = approval.pk
             transaction.on_commit(lambda: _enqueue_execution(approval_id_))
@@ -127,40 +147,67 @@ def _run(approval: Approval) -> ToolOutcome:
     name, arguments = approval.action.get("name", ""), approval.action.get("arguments", {})
     tool = get_tool(name)
     if tool is None or tool.handler is None:
-        return ToolOutcome(f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE")
+        return ToolOutcome(
+            f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"
+        )
     problem = check_arguments(tool, arguments)
     if problem:
-        return ToolOutcome(f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS")
+        return ToolOutcome(
+            f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
+        )
     request = approval.request
-    ctx = ToolContext(owner_id=approval.owner_id, agent_id=approval.agent_id,
-                      conversation_id=approval.conversation_id,
-                      group_id=request.group_id if request else None,
-                      request_id=approval.request_id)
+    ctx = ToolContext(
+        owner_id=approval.owner_id,
+        agent_id=approval.agent_id,
+        conversation_id=approval.conversation_id,
+        group_id=request.group_id if request else None,
+        request_id=approval.request_id,
+    )
     try:
         return tool.handler(ctx, arguments)
     except Exception as exc:  # the failure is the model's information
-        return ToolOutcome(f"TOOL_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="TOOL_FAILED")
+        return ToolOutcome(
+            f"TOOL_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="TOOL_FAILED"
+        )
 
 
-def _record_and_resume(approval: Approval, request: GroupRequest | None, outcome: ToolOutcome) -> None:
+def _record_and_resume(
+    approval: Approval, request: GroupRequest | None, outcome: ToolOutcome
+) -> None:
     """Record the action's result under the requesting agent and, if the request is still
     waiting on it, resume from where it stopped. Caller holds the group and request locks."""
     from groups.coordinator import enqueue_step_on_commit
 
     channel = events.group_channel(request.group_id) if request else None
     message_append(
-        conversation_id=approval.conversation_id, speaker_kind=Message.SpeakerKind.AGENT,
-        speaker_agent=approval.agent, request_id=approval.request_id, channel=channel,
-        content=[{"type": "tool_result", "call_id": approval.tool_call_id, "content": outcome.content,
-                  "is_error": outcome.is_error}],
+        conversation_id=approval.conversation_id,
+        speaker_kind=Message.SpeakerKind.AGENT,
+        speaker_agent=approval.agent,
+        request_id=approval.request_id,
+        channel=channel,
+        content=[
+            {
+                "type": "tool_result",
+                "call_id": approval.tool_call_id,
+                "content": outcome.content,
+                "is_error": outcome.is_error,
+            }
+        ],
     )
     if approval.status == Approval.Status.APPROVED:
         message_append(
-            conversation_id=approval.conversation_id, speaker_kind=Message.SpeakerKind.AGENT,
-            speaker_agent=approval.agent, request_id=approval.request_id, channel=channel,
+            conversation_id=approval.conversation_id,
+            speaker_kind=Message.SpeakerKind.AGENT,
+            speaker_agent=approval.agent,
+            request_id=approval.request_id,
+            channel=channel,
             kind=Message.Kind.ACTIVITY,
-            content=[text_block(f"{approval.agent.name} ran {approval.action.get('name')} "
-                                f"(approved on {approval.surface}).")],
+            content=[
+                text_block(
+                    f"{approval.agent.name} ran {approval.action.get('name')} "
+                    f"(approved on {approval.surface})."
+                )
+            ],
         )
     if request is None or request.state != GroupRequest.State.AWAITING_APPROVAL:
         return

@@ -71,7 +71,9 @@ def group_event(group: Group, *, change: str) -> dict:
         "type": event_type,
         "change": change,
         "group": {
-            "id": group.pk, "name": group.name, "coordinator": group.coordinator_id,
+            "id": group.pk,
+            "name": group.name,
+            "coordinator": group.coordinator_id,
             "members": members,
             "archived_at": group.archived_at.isoformat() if group.archived_at else None,
             "deleted_at": group.deleted_at.isoformat() if group.deleted_at else None,
@@ -80,8 +82,9 @@ def group_event(group: Group, *, change: str) -> dict:
 
 
 def _push(group: Group, *, change: str) -> None:
-    events.send_event_on_commit(channel=events.group_channel(group.pk),
-                                event=group_event(group, change=change))
+    events.send_event_on_commit(
+        channel=events.group_channel(group.pk), event=group_event(group, change=change)
+    )
 
 
 def _candidates(ids: Iterable[int], *, lock: bool = False) -> dict[int, rules.Candidate]:
@@ -136,14 +139,19 @@ def group_create(
     members = list(members)
     concierge = (
         Agent.objects.filter(owner=owner, builtin=Agent.Builtin.CONCIERGE).first()
-        if coordinator is None else None
+        if coordinator is None
+        else None
     )
     default = concierge.pk if concierge else coordinator
     with transaction.atomic():
         agents = _candidates([*members, *([default] if default is not None else [])], lock=True)
         result = rules.check_group_create(
-            owner_id=owner.pk, name=name, members=members, coordinator=coordinator,
-            agents=agents, default_coordinator=agents.get(concierge.pk) if concierge else None,
+            owner_id=owner.pk,
+            name=name,
+            members=members,
+            coordinator=coordinator,
+            agents=agents,
+            default_coordinator=agents.get(concierge.pk) if concierge else None,
         )
         if not result.ok:
             raise GroupRulesBroken(result.errors)
@@ -151,10 +159,15 @@ def group_create(
         group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
         _set_members(group, shape.members)
         limit = settings.GARDEN_MAX_GROUPS_PER_OWNER
-        quota_hold(owner_id=owner.pk, limit=limit,
-                   count=Group.objects.filter(owner=owner, deleted_at__isnull=True).count,
-                   refusal=lambda: QuotaExceeded("GROUP_LIMIT", f"You have {limit} groups, the "
-                                                 "limit on this site; delete one to make another."))
+        quota_hold(
+            owner_id=owner.pk,
+            limit=limit,
+            count=Group.objects.filter(owner=owner, deleted_at__isnull=True).count,
+            refusal=lambda: QuotaExceeded(
+                "GROUP_LIMIT",
+                f"You have {limit} groups, the limit on this site; delete one to make another.",
+            ),
+        )
         _push(group, change="created")
     return group
 
@@ -173,11 +186,18 @@ def group_check_change(
     locked too. The admin form calls this to show the rules' messages on its fields.
     """
     current = _shape(group)
-    named = [*current.members, current.coordinator, *(members or []),
-             *([coordinator] if coordinator is not None else [])]
+    named = [
+        *current.members,
+        current.coordinator,
+        *(members or []),
+        *([coordinator] if coordinator is not None else []),
+    ]
     result = rules.check_group_change(
-        owner_id=group.owner_id, current=current, agents=_candidates(named, lock=lock),
-        name=name, members=list(members) if members is not None else None,
+        owner_id=group.owner_id,
+        current=current,
+        agents=_candidates(named, lock=lock),
+        name=name,
+        members=list(members) if members is not None else None,
         coordinator=coordinator,
     )
     return current, result
@@ -196,8 +216,9 @@ def group_update(
     """
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
-        current, result = group_check_change(group=locked, name=name, members=members,
-                                             coordinator=coordinator, lock=True)
+        current, result = group_check_change(
+            group=locked, name=name, members=members, coordinator=coordinator, lock=True
+        )
         if not result.ok:
             raise GroupRulesBroken(result.errors)
         shape = result.shape
@@ -238,8 +259,11 @@ def group_restore(*, owner: AbstractBaseUser, group_id: int, now: datetime | Non
     if not 0 < group_id <= _MAX_ID:
         raise GroupNotFound()
     with transaction.atomic():
-        group = (Group.objects.select_for_update(of=("self",))
-                 .filter(pk=group_id, owner_id=owner.pk).first())
+        group = (
+            Group.objects.select_for_update(of=("self",))
+            .filter(pk=group_id, owner_id=owner.pk)
+            .first()
+        )
         if group is None:
             raise GroupNotFound()
         if group.deleted_at is None:
@@ -262,12 +286,17 @@ def group_purge_expired(*, owner: AbstractBaseUser, now: datetime | None = None)
     """
     cutoff = (now or timezone.now()) - UNDO_WINDOW
     purged = 0
-    ids = list(Group.objects.filter(owner=owner, deleted_at__lt=cutoff).values_list("pk", flat=True))
+    ids = list(
+        Group.objects.filter(owner=owner, deleted_at__lt=cutoff).values_list("pk", flat=True)
+    )
     for group_id in ids:
         with transaction.atomic():
             # A concurrent list read may be purging the same group: take it or leave it.
-            group = (Group.objects.select_for_update(of=("self",), skip_locked=True)
-                     .filter(pk=group_id, owner=owner, deleted_at__lt=cutoff).first())
+            group = (
+                Group.objects.select_for_update(of=("self",), skip_locked=True)
+                .filter(pk=group_id, owner=owner, deleted_at__lt=cutoff)
+                .first()
+            )
             if group is None:
                 continue
             MemoryNote.objects.filter(owner=owner, scope=group.memory_scope).delete()

@@ -106,8 +106,11 @@ def request_finish(
         send_after_commit(lambda: _after_request_after_commit(request_id))
     else:
         send_after_commit(lambda: _start_next_after_commit(group_id))
-    transaction.on_commit(lambda: request_finished.send(
-        sender=GroupRequest, request_id=request_id, state=state, outcome_code=code))
+    transaction.on_commit(
+        lambda: request_finished.send(
+            sender=GroupRequest, request_id=request_id, state=state, outcome_code=code
+        )
+    )
     return request
 
 
@@ -158,8 +161,9 @@ def request_stop_active(
 class RequestError(ServiceError):
     """A named refusal of a request write; the API maps it to a 400 (or 404/409)."""
 
-    def __init__(self, code: str, message: str, *, field: str = "non_field_errors",
-                 status: int = 400) -> None:
+    def __init__(
+        self, code: str, message: str, *, field: str = "non_field_errors", status: int = 400
+    ) -> None:
         super().__init__(code, message, field=field, status=status)
 
 
@@ -168,7 +172,9 @@ def group_conversation_open(*, group: Group):
     from garden.models import Conversation
     from garden.services.conversations import conversation_create
 
-    conversation = group.conversations.filter(status=Conversation.Status.OPEN).order_by("-id").first()
+    conversation = (
+        group.conversations.filter(status=Conversation.Status.OPEN).order_by("-id").first()
+    )
     if conversation is None:
         conversation = conversation_create(owner=group.owner, group=group, title=group.name)
     return conversation
@@ -180,17 +186,33 @@ def check_queue_room(*, group: Group) -> None:
     and has written the new request; this takes the owner's quota lock, last."""
     queued = GroupRequest.objects.filter(state=GroupRequest.State.QUEUED)
     per_group = settings.GARDEN_MAX_QUEUED_PER_GROUP
-    quota_hold(owner_id=group.owner_id, count=queued.filter(group=group).count, limit=per_group,
-               refusal=lambda: QuotaExceeded(
-                   "QUEUE_FULL", f"This group already has {per_group} messages waiting, the "
-                   "limit on this site; wait for them to be answered (or Stop) before sending "
-                   "more.", field="text", status=429))
+    quota_hold(
+        owner_id=group.owner_id,
+        count=queued.filter(group=group).count,
+        limit=per_group,
+        refusal=lambda: QuotaExceeded(
+            "QUEUE_FULL",
+            f"This group already has {per_group} messages waiting, the "
+            "limit on this site; wait for them to be answered (or Stop) before sending "
+            "more.",
+            field="text",
+            status=429,
+        ),
+    )
     per_owner = settings.GARDEN_MAX_QUEUED_PER_OWNER
-    quota_hold(owner_id=group.owner_id, count=queued.filter(group__owner_id=group.owner_id).count,
-               limit=per_owner, refusal=lambda: QuotaExceeded(
-                   "QUEUE_FULL", f"You already have {per_owner} messages waiting across your "
-                   "groups, the limit on this site; wait for them to be answered before "
-                   "sending more.", field="text", status=429))
+    quota_hold(
+        owner_id=group.owner_id,
+        count=queued.filter(group__owner_id=group.owner_id).count,
+        limit=per_owner,
+        refusal=lambda: QuotaExceeded(
+            "QUEUE_FULL",
+            f"You already have {per_owner} messages waiting across your "
+            "groups, the limit on this site; wait for them to be answered before "
+            "sending more.",
+            field="text",
+            status=429,
+        ),
+    )
 
 
 def request_create(
@@ -207,9 +229,9 @@ def request_create(
     if not text:
         raise RequestError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
-        locked = Group.objects.select_for_update().filter(
-            pk=group.pk, deleted_at__isnull=True
-        ).first()
+        locked = (
+            Group.objects.select_for_update().filter(pk=group.pk, deleted_at__isnull=True).first()
+        )
         if locked is None:
             raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
@@ -222,20 +244,31 @@ def request_create(
             )
         cannot = [h for h in mentions.handles if not members[h].can_run]
         if cannot:
-            raise RequestError("MEMBER_CANNOT_RUN", "Cannot run now: " + ", ".join(f"@{h}" for h in cannot) + ".", field="text")
+            raise RequestError(
+                "MEMBER_CANNOT_RUN",
+                "Cannot run now: " + ", ".join(f"@{h}" for h in cannot) + ".",
+                field="text",
+            )
         conversation = group_conversation_open(group=locked)
-        queue = [Contribution(agent=members[h].pk, source="mention").to_json() for h in mentions.handles]
-        request = GroupRequest.objects.create(group=locked, conversation=conversation, source=source,
-                                              queue=queue)
+        queue = [
+            Contribution(agent=members[h].pk, source="mention").to_json() for h in mentions.handles
+        ]
+        request = GroupRequest.objects.create(
+            group=locked, conversation=conversation, source=source, queue=queue
+        )
         check_queue_room(group=locked)
         message = message_append(
-            conversation_id=conversation.pk, speaker_kind=Message.SpeakerKind.OWNER,
-            content=[text_block(text)], request_id=request.pk,
+            conversation_id=conversation.pk,
+            speaker_kind=Message.SpeakerKind.OWNER,
+            content=[text_block(text)],
+            request_id=request.pk,
             channel=events.group_channel(locked.pk),
         )
         request.message = message
         request.save(update_fields=["message"])
-        events.send_event_on_commit(channel=events.group_channel(locked.pk), event=request_event(request))
+        events.send_event_on_commit(
+            channel=events.group_channel(locked.pk), event=request_event(request)
+        )
         transaction.on_commit(lambda: _start_next_after_commit(locked.pk))
     return request
 
@@ -250,14 +283,20 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
             return None
         if GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists():
             return None
-        request = (GroupRequest.objects.select_for_update()
-                   .filter(group=group, state=GroupRequest.State.QUEUED).order_by("id").first())
+        request = (
+            GroupRequest.objects.select_for_update()
+            .filter(group=group, state=GroupRequest.State.QUEUED)
+            .order_by("id")
+            .first()
+        )
         if request is None:
             return None
         request.state = GroupRequest.State.RUNNING
         request.started_at = timezone.now()
         request.save(update_fields=["state", "started_at", "updated_at"])
-        events.send_event_on_commit(channel=events.group_channel(group_id), event=request_event(request))
+        events.send_event_on_commit(
+            channel=events.group_channel(group_id), event=request_event(request)
+        )
         fence = request.fence
         transaction.on_commit(lambda: enqueue_step(request.pk, fence, group_id=group_id))
     return request
@@ -294,7 +333,8 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     idle_groups = (
         GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)
         .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)
-        .values_list("group_id", flat=True).distinct()
+        .values_list("group_id", flat=True)
+        .distinct()
     )
     for group_id in idle_groups:
         if request_start_next(group_id=group_id):

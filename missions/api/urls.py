@@ -12,6 +12,5 @@ urlpatterns = [
     path("missions", views.MissionListCreateApi.as_view(), name="missions"),
     path("missions/<int:mission_id>", views.MissionDetailApi.as_view(), name="mission"),
     path("missions/<int:mission_id>/run", views.MissionRunNowApi.as_view(), name="mission-run"),
-    path("missions/<int:mission_id>/runs", views.MissionRunListApi.as_view(),
-         name="mission-runs"),
+    path("missions/<int:mission_id>/runs", views.MissionRunListApi.as_view(), name="mission-runs"),
 ]

@@ -33,7 +33,9 @@ from missions.services import (
 )
 
 TAGS = ["missions"]
-_REFUSED = OpenApiResponse(ErrorOutput, description="Invalid: the field and a code; nothing written.")
+_REFUSED = OpenApiResponse(
+    ErrorOutput, description="Invalid: the field and a code; nothing written."
+)
 _FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
 _NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such mission for this owner.")
 
@@ -54,24 +56,35 @@ def _mission_response(request: Request, mission_id: int, status_code: int = 200)
 
 
 class MissionListCreateApi(APIView):
-    @extend_schema(tags=TAGS, responses={200: MissionOutput(many=True), 403: _FORBIDDEN},
-                   description="The owner's missions, each with its schedule and last run.")
+    @extend_schema(
+        tags=TAGS,
+        responses={200: MissionOutput(many=True), 403: _FORBIDDEN},
+        description="The owner's missions, each with its schedule and last run.",
+    )
     def get(self, request: Request) -> Response:
         return Response(MissionOutput(selectors.mission_list(owner=request.user), many=True).data)
 
-    @extend_schema(tags=TAGS, request=MissionCreateInput,
-                   responses={201: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN},
-                   description="Create a mission and its beat entry. The target is one of the "
-                   "owner's agents (not removed) or groups (neither deleted nor archived).")
+    @extend_schema(
+        tags=TAGS,
+        request=MissionCreateInput,
+        responses={201: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN},
+        description="Create a mission and its beat entry. The target is one of the "
+        "owner's agents (not removed) or groups (neither deleted nor archived).",
+    )
     def post(self, request: Request) -> Response:
         data = MissionCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
             mission = mission_create(
-                owner=request.user, name=v["name"], prompt=v["prompt"],
-                target_type=v["target_type"], target_id=v["target_id"], schedule=v["schedule"],
-                enabled=v["enabled"], origin_conversation_id=v["origin_conversation"],
+                owner=request.user,
+                name=v["name"],
+                prompt=v["prompt"],
+                target_type=v["target_type"],
+                target_id=v["target_id"],
+                schedule=v["schedule"],
+                enabled=v["enabled"],
+                origin_conversation_id=v["origin_conversation"],
             )
         except MissionError as exc:
             raise _api_error(exc) from exc
@@ -83,11 +96,13 @@ class MissionDetailApi(APIView):
     def get(self, request: Request, mission_id: int) -> Response:
         return _mission_response(request, mission_id)
 
-    @extend_schema(tags=TAGS, request=MissionChangeInput,
-                   responses={200: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN,
-                              404: _NOT_FOUND},
-                   description="Change any part; a given schedule replaces the old one. "
-                   "Enabling checks the target again and clears disabled_reason.")
+    @extend_schema(
+        tags=TAGS,
+        request=MissionChangeInput,
+        responses={200: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="Change any part; a given schedule replaces the old one. "
+        "Enabling checks the target again and clears disabled_reason.",
+    )
     def patch(self, request: Request, mission_id: int) -> Response:
         mission = _get_mission(request, mission_id)
         data = MissionChangeInput(data=request.data)
@@ -101,43 +116,68 @@ class MissionDetailApi(APIView):
             raise _api_error(exc) from exc
         return _mission_response(request, mission_id)
 
-    @extend_schema(tags=TAGS, request=None,
-                   responses={204: None, 403: _FORBIDDEN, 404: _NOT_FOUND},
-                   description="Delete the mission, its runs and its beat entry. Work a run "
-                   "already started (a group request) is not stopped.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={204: None, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="Delete the mission, its runs and its beat entry. Work a run "
+        "already started (a group request) is not stopped.",
+    )
     def delete(self, request: Request, mission_id: int) -> Response:
         mission_delete(mission=_get_mission(request, mission_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class MissionRunNowApi(APIView):
-    @extend_schema(tags=TAGS, request=None, responses={
-        202: MissionRunOutput, 403: _FORBIDDEN, 404: _NOT_FOUND,
-        409: OpenApiResponse(MissionRunRefusedOutput, description=(
-            "The run was recorded as skipped: MISSION_ALREADY_ACTIVE, MISSION_DISABLED, "
-            "TARGET_DELETED, TARGET_ARCHIVED, TARGET_REMOVED, TARGET_CANNOT_RUN, or the "
-            "request's own refusal (UNKNOWN_MEMBER, …).")),
-    }, description="Run the mission now, through the same path as a due run.")
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={
+            202: MissionRunOutput,
+            403: _FORBIDDEN,
+            404: _NOT_FOUND,
+            409: OpenApiResponse(
+                MissionRunRefusedOutput,
+                description=(
+                    "The run was recorded as skipped: MISSION_ALREADY_ACTIVE, MISSION_DISABLED, "
+                    "TARGET_DELETED, TARGET_ARCHIVED, TARGET_REMOVED, TARGET_CANNOT_RUN, or the "
+                    "request's own refusal (UNKNOWN_MEMBER, …)."
+                ),
+            ),
+        },
+        description="Run the mission now, through the same path as a due run.",
+    )
     def post(self, request: Request, mission_id: int) -> Response:
         mission = _get_mission(request, mission_id)
         run = mission_run_due(mission_id=mission.pk, trigger=MissionRun.Trigger.MANUAL)
         if run is None:  # deleted in the meantime
             raise ApiError("NOT_FOUND", "No such mission.", status_code=status.HTTP_404_NOT_FOUND)
         if run.state == MissionRun.State.SKIPPED:
-            error = {"field": "non_field_errors", "code": run.outcome_code,
-                     "message": run.skipped_reason}
-            return Response({"code": run.outcome_code, "message": run.skipped_reason,
-                             "errors": [error], "mission_run": MissionRunOutput(run).data},
-                            status=status.HTTP_409_CONFLICT)
+            error = {
+                "field": "non_field_errors",
+                "code": run.outcome_code,
+                "message": run.skipped_reason,
+            }
+            return Response(
+                {
+                    "code": run.outcome_code,
+                    "message": run.skipped_reason,
+                    "errors": [error],
+                    "mission_run": MissionRunOutput(run).data,
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
         return Response(MissionRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 class MissionRunListApi(APIView):
-    @extend_schema(tags=TAGS, responses={200: MissionRunOutput(many=True), 403: _FORBIDDEN,
-                                         404: _NOT_FOUND},
-                   description="The mission's latest runs (at most 50), newest first, skipped "
-                   "ones included.")
+    @extend_schema(
+        tags=TAGS,
+        responses={200: MissionRunOutput(many=True), 403: _FORBIDDEN, 404: _NOT_FOUND},
+        description="The mission's latest runs (at most 50), newest first, skipped ones included.",
+    )
     def get(self, request: Request, mission_id: int) -> Response:
         mission = _get_mission(request, mission_id)
-        return Response(MissionRunOutput(selectors.mission_run_list(mission=mission),
-                                         many=True).data)
+        return Response(
+            MissionRunOutput(selectors.mission_run_list(mission=mission), many=True).data
+        )

@@ -19,8 +19,14 @@ from django.conf import settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 REQUIRE = os.environ.get("GARDEN_REQUIRE_SERVICES") == "1"
 # Generous for a loaded 2-core machine; a healthy step takes milliseconds.
@@ -99,21 +105,33 @@ def open_page(chromium, dashboard_server, transactional_db) -> Iterator[Callable
     errors: list[str] = []
 
     def open_(user=None, path: str = "/dashboard/") -> Any:
-        context = chromium.new_context(base_url=dashboard_server.url,
-                                       viewport={"width": 1280, "height": 900})
+        context = chromium.new_context(
+            base_url=dashboard_server.url, viewport={"width": 1280, "height": 900}
+        )
         context.set_default_timeout(EXPECT_TIMEOUT_MS)
         contexts.append(context)
         if user is not None:
             client = Client()
             client.force_login(user)
             cookie = client.cookies[settings.SESSION_COOKIE_NAME].value
-            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie,
-                                  "url": dashboard_server.url}])
+            context.add_cookies(
+                [
+                    {
+                        "name": settings.SESSION_COOKIE_NAME,
+                        "value": cookie,
+                        "url": dashboard_server.url,
+                    }
+                ]
+            )
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
         # The Content Security Policy holds on every page a test opens: a violation fails it.
-        page.on("console", lambda msg: errors.append(f"CSP: {msg.text}")
-                if "Content Security Policy" in msg.text else None)
+        page.on(
+            "console",
+            lambda msg: (
+                errors.append(f"CSP: {msg.text}") if "Content Security Policy" in msg.text else None
+            ),
+        )
         page.goto(path)
         return page
 

@@ -14,12 +14,27 @@ from groups.models import Group
 from groups.services.requests import group_conversation_open
 
 
-def teammate(owner, handle: str, name: str, *, colour: str = "#c0392b", rules: list | None = None,
-             runnable: bool = True, **extra: Any) -> Agent:
+def teammate(
+    owner,
+    handle: str,
+    name: str,
+    *,
+    colour: str = "#c0392b",
+    rules: list | None = None,
+    runnable: bool = True,
+    **extra: Any,
+) -> Agent:
     """An agent on its own scripted account (or none, so it cannot run)."""
-    account = model_account_create(owner=owner, name=f"{name} (scripted)", provider="scripted",
-                                   model="scripted", options={"rules": rules or [], **extra})
-    agent = agent_create(owner=owner, handle=handle, name=name, model_account=account, colour=colour)
+    account = model_account_create(
+        owner=owner,
+        name=f"{name} (scripted)",
+        provider="scripted",
+        model="scripted",
+        options={"rules": rules or [], **extra},
+    )
+    agent = agent_create(
+        owner=owner, handle=handle, name=name, model_account=account, colour=colour
+    )
     if not runnable:
         Agent.objects.filter(pk=agent.pk).update(model_account=None)
         agent.refresh_from_db()
@@ -40,9 +55,21 @@ def household(owner, *, ledger_delay: float = 0.0) -> Group:
 
 SCRIBE_RULES = [
     {"after_tool_result": True, "reply": "Saved the summary."},
-    {"when": "write", "reply": {"text": "I'll write it down.", "tool_calls": [
-        {"name": "file.write", "arguments": {"title": "Savings plan",
-                                             "content": "Save 800 a month by standing order."}}]}},
+    {
+        "when": "write",
+        "reply": {
+            "text": "I'll write it down.",
+            "tool_calls": [
+                {
+                    "name": "file.write",
+                    "arguments": {
+                        "title": "Savings plan",
+                        "content": "Save 800 a month by standing order.",
+                    },
+                }
+            ],
+        },
+    },
 ]
 
 
@@ -50,13 +77,16 @@ def team_with_scribe(owner) -> Group:
     """Household finances plus Scribe, whose every file.write waits for the owner's approval."""
     group = household(owner)
     scribe = teammate(owner, "scribe", "Scribe", colour="#16a085", rules=SCRIBE_RULES)
-    Agent.objects.filter(pk=scribe.pk).update(enabled_tools=["file.write"],
-                                              approval_tools=["file.write"])
+    Agent.objects.filter(pk=scribe.pk).update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
     group.memberships.create(agent=scribe, position=group.memberships.count())
     return group
 
 
-def say(group: Group, *, text: str, speaker: Agent | None = None, channel: str | None = None) -> Message:
+def say(
+    group: Group, *, text: str, speaker: Agent | None = None, channel: str | None = None
+) -> Message:
     """Append a turn to the group's open thread (the owner's when ``speaker`` is None).
     ``channel`` sends its event elsewhere, as if the push never reached the page."""
     with transaction.atomic():
@@ -64,7 +94,8 @@ def say(group: Group, *, text: str, speaker: Agent | None = None, channel: str |
         return message_append(
             conversation_id=conversation.pk,
             speaker_kind=Message.SpeakerKind.AGENT if speaker else Message.SpeakerKind.OWNER,
-            speaker_agent=speaker, content=[text_block(text)],
+            speaker_agent=speaker,
+            content=[text_block(text)],
             channel=channel or f"group-{group.pk}",
         )
 
@@ -72,5 +103,11 @@ def say(group: Group, *, text: str, speaker: Agent | None = None, channel: str |
 def artifact(group: Group, *, agent: Agent, title: str, content: str) -> Artifact:
     with transaction.atomic():
         conversation = group_conversation_open(group=group)
-    return Artifact.objects.create(owner=group.owner, agent=agent, conversation=conversation,
-                                   title=title, content=content, size=len(content))
+    return Artifact.objects.create(
+        owner=group.owner,
+        agent=agent,
+        conversation=conversation,
+        title=title,
+        content=content,
+        size=len(content),
+    )

@@ -28,8 +28,9 @@ def test_pages_run_under_the_policy(open_page, owner, django_user_model):
     expect(admin.locator("#content")).to_be_visible()
 
 
-def test_a_request_waiting_for_the_owners_call_slot_says_so(open_page, owner, live_worker,
-                                                            settings):
+def test_a_request_waiting_for_the_owners_call_slot_says_so(
+    open_page, owner, live_worker, settings
+):
     """One owner's cap on calls in flight is a state the room shows, never an error."""
     from groups.services.requests import request_create
     from tests.groups.conftest import make_group
@@ -37,8 +38,13 @@ def test_a_request_waiting_for_the_owners_call_slot_says_so(open_page, owner, li
     settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = 1
     settings.GARDEN_CALL_SLOT_RETRY_SECONDS = 0.3
     busy = make_group(owner, name="Busy", concierge_rules=[], members={"ledger": []})
-    waiting = make_group(owner, name="Waiting", concierge_rules=[], members={"advisor": []},
-                         concierge_default="Answered after the slot came free.")
+    waiting = make_group(
+        owner,
+        name="Waiting",
+        concierge_rules=[],
+        members={"advisor": []},
+        concierge_default="Answered after the slot came free.",
+    )
     ledger = busy.memberships.get(agent__handle="ledger").agent.model_account
     ledger.options = {**ledger.options, "delay": 4.0}
     ledger.save(update_fields=["options"])

@@ -51,7 +51,9 @@ def test_turns_and_activity_lines_arrive_live(open_page, owner, live_worker):
     ledger_turn = transcript.locator("> li > .turn--agent", has_text="income 4,200; spending 3,150")
     expect(ledger_turn.locator(".speaker")).to_have_text("Ledger")
     expect(ledger_turn.locator(".face")).to_have_text("L")
-    expect(transcript.locator("> li > .turn--agent", has_text="Here is where you stand")).to_be_visible()
+    expect(
+        transcript.locator("> li > .turn--agent", has_text="Here is where you stand")
+    ).to_be_visible()
     expect(page.locator("#budget")).to_contain_text("Completed")
     expect(page.locator("#budget")).to_contain_text("working 4/11")
     expect(page.locator("#budget")).to_contain_text("synthesis 0/1")
@@ -210,11 +212,15 @@ def test_change_members_from_the_menu(open_page, owner):
     dialog.get_by_text("Change members or coordinator").click()
     dialog.get_by_role("checkbox", name=re.compile("Concierge")).uncheck()
     dialog.get_by_role("button", name="Save members").click()
-    expect(dialog.locator("[data-error-for=members]")).to_contain_text("The coordinator stays a member")
+    expect(dialog.locator("[data-error-for=members]")).to_contain_text(
+        "The coordinator stays a member"
+    )
     dialog.get_by_label("Coordinator").select_option(label="Ledger (@ledger)")
     dialog.get_by_role("button", name="Save members").click()
     expect(dialog).to_be_hidden()
-    expect(page.locator("#room-faces [role=img]")).to_have_attribute("aria-label", "Members: Ledger, Finance Advisor")
+    expect(page.locator("#room-faces [role=img]")).to_have_attribute(
+        "aria-label", "Members: Ledger, Finance Advisor"
+    )
     group.refresh_from_db()
     assert group.coordinator.handle == "ledger"
 
@@ -230,7 +236,9 @@ def test_clear_history(open_page, owner):
 
     page.get_by_role("button", name="Group menu").click()
     page.get_by_role("menuitem", name="Clear history…").click()
-    page.get_by_role("dialog", name="Clear history?").get_by_role("button", name="Clear history").click()
+    page.get_by_role("dialog", name="Clear history?").get_by_role(
+        "button", name="Clear history"
+    ).click()
     expect(page.locator("#transcript .turn")).to_have_count(0)
     assert not Conversation.objects.filter(group=group).exists()
     # The room goes on in a fresh thread.
@@ -243,7 +251,9 @@ def test_delete_then_undo(open_page, owner):
     page = open_room(open_page, owner, group)
     page.get_by_role("button", name="Group menu").click()
     page.get_by_role("menuitem", name="Delete group…").click()
-    page.get_by_role("dialog", name="Delete this group?").get_by_role("button", name="Delete group").click()
+    page.get_by_role("dialog", name="Delete this group?").get_by_role(
+        "button", name="Delete group"
+    ).click()
 
     toast = page.locator("#toast")
     expect(toast).to_contain_text("“Household finances” was deleted.")
@@ -269,7 +279,9 @@ def test_delete_without_undo_leaves_for_the_roster_after_ten_seconds(open_page, 
     page.clock.run_for(1000)
     page.get_by_role("button", name="Group menu").click()
     page.get_by_role("menuitem", name="Delete group…").click()
-    page.get_by_role("dialog", name="Delete this group?").get_by_role("button", name="Delete group").click()
+    page.get_by_role("dialog", name="Delete this group?").get_by_role(
+        "button", name="Delete group"
+    ).click()
     expect(page.locator("#toast")).to_contain_text("(10)")
     page.clock.run_for(9000)
     expect(page.locator("#toast")).to_contain_text("(1)")
@@ -284,7 +296,9 @@ def test_the_canvas_opens_the_groups_artifacts_in_place(open_page, owner):
     ledger = Agent.objects.get(owner=owner, handle="ledger")
     artifact(group, agent=ledger, title="March transactions", content="rent 1,400\ngroceries 520")
     page = open_room(open_page, owner, group)
-    item = page.get_by_role("complementary", name="Canvas").get_by_role("button", name=re.compile("March transactions"))
+    item = page.get_by_role("complementary", name="Canvas").get_by_role(
+        "button", name=re.compile("March transactions")
+    )
     expect(item).to_have_accessible_name("March transactions document · by Ledger")
     item.click()
     view = page.locator("#canvas-view")
@@ -310,15 +324,16 @@ def test_a_gap_in_seq_or_a_dropped_connection_refetches_the_truth(open_page, own
     page.wait_for_timeout(300)
     expect(turns).to_have_count(1)  # its event never came
     say(group, text="Arrived after a gap.", speaker=ledger)
-    expect(turns).to_have_text([re.compile("First."), re.compile("Lost on the way."),
-                                re.compile("Arrived after a gap.")])
+    expect(turns).to_have_text(
+        [re.compile("First."), re.compile("Lost on the way."), re.compile("Arrived after a gap.")]
+    )
 
     say(group, text="Sent while the page was away.", speaker=ledger, channel="nowhere")
     page.evaluate("window.gardenRoom.socket.close()")
     expect(page.locator("#live")).to_have_text("Live")
     expect(turns).to_have_count(4)
     expect(turns.last).to_contain_text("Sent while the page was away.")
-    assert text_of(page, "#transcript") .count("Lost on the way.") == 1
+    assert text_of(page, "#transcript").count("Lost on the way.") == 1
 
 
 def test_a_rolled_over_thread_starts_from_its_summary(open_page, owner):
@@ -332,11 +347,18 @@ def test_a_rolled_over_thread_starts_from_its_summary(open_page, owner):
         old = Conversation.objects.get(group=group)
         Conversation.objects.filter(pk=old.pk).update(status=Conversation.Status.CLOSED)
         new = conversation_create(owner=owner, group=group, carried_summary="We planned March.")
-        message_append(conversation_id=new.pk, speaker_kind="agent", speaker_agent=concierge,
-                       kind="summary", content=[text_block("We planned March.")],
-                       channel=f"group-{group.pk}")
-        events.send_event_on_commit(channel=f"group-{group.pk}", event={
-            "type": "conversation.rolled", "old": old.pk, "conversation": new.pk})
+        message_append(
+            conversation_id=new.pk,
+            speaker_kind="agent",
+            speaker_agent=concierge,
+            kind="summary",
+            content=[text_block("We planned March.")],
+            channel=f"group-{group.pk}",
+        )
+        events.send_event_on_commit(
+            channel=f"group-{group.pk}",
+            event={"type": "conversation.rolled", "old": old.pk, "conversation": new.pk},
+        )
     expect(page.locator("#transcript .summary")).to_contain_text("We planned March.")
     expect(page.locator("#transcript .turn")).to_have_count(0)
     say(group, text="And April?")
@@ -348,10 +370,13 @@ def test_a_second_user_cannot_open_the_room_or_its_websocket(open_page, owner, s
     page = open_page(stranger, "/dashboard/")
     response = page.goto(room_url(group))
     assert response.status == 404
-    code = page.evaluate("""(path) => new Promise((resolve) => {
+    code = page.evaluate(
+        """(path) => new Promise((resolve) => {
       const socket = new WebSocket(`ws://${location.host}${path}`);
       socket.onclose = (event) => resolve(event.code);
-    })""", f"/ws/groups/{group.pk}/")
+    })""",
+        f"/ws/groups/{group.pk}/",
+    )
     assert code == 4403
     # The owner's own socket opens.
     expect(open_room(open_page, owner, group).locator("#live")).to_have_text("Live")

@@ -53,7 +53,9 @@ def test_create_a_group_from_the_sheet(open_page, owner):
     sheet = page.get_by_role("dialog", name="New group")
     expect(sheet).to_be_visible()
     expect(sheet.get_by_label("Name")).to_be_focused()
-    expect(sheet.locator(".memory-sentence")).to_have_text("What is in the room is seen by the room.")
+    expect(sheet.locator(".memory-sentence")).to_have_text(
+        "What is in the room is seen by the room."
+    )
     coordinator = sheet.get_by_label("Coordinator")
     expect(coordinator.locator("option:checked")).to_have_text("Concierge (@concierge)")
     expect(sheet.get_by_role("checkbox", name=re.compile("Concierge"))).to_be_checked()
@@ -65,7 +67,9 @@ def test_create_a_group_from_the_sheet(open_page, owner):
     sheet.get_by_role("button", name="Create group").click()
     expect(sheet.locator("#create-name-error")).to_have_text("A group needs a name.")
     expect(sheet.get_by_label("Name")).to_have_attribute("aria-invalid", "true")
-    expect(sheet.locator("#create-coordinator-error")).to_have_text("The coordinator must be one of the members.")
+    expect(sheet.locator("#create-coordinator-error")).to_have_text(
+        "The coordinator must be one of the members."
+    )
     assert Group.objects.count() == 0
 
     sheet.get_by_label("Name").fill("Household finances")
@@ -76,7 +80,8 @@ def test_create_a_group_from_the_sheet(open_page, owner):
     assert page.url.endswith(f"/dashboard/groups/{group.pk}/")
     expect(page.locator("#group-name")).to_have_text("Household finances")
     expect(page.locator("#room-faces [role=img]")).to_have_attribute(
-        "aria-label", "Members: Concierge, Ledger, Finance Advisor")
+        "aria-label", "Members: Concierge, Ledger, Finance Advisor"
+    )
     assert group.coordinator.handle == "advisor"
 
     page.get_by_role("navigation", name="Dashboard").get_by_role("link", name="Roster").click()

@@ -38,21 +38,28 @@ def test_the_owner_receives_the_groups_events(owner):
     group = household(owner)
 
     async def run():
-        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), f"/ws/groups/{group.pk}/")
+        communicator = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/groups/{group.pk}/"
+        )
         communicator.scope["user"] = owner
         connected, _ = await communicator.connect()
         assert connected
         event = {"type": "batch", "events": [{"type": "message.created", "seq": 3, "message": {}}]}
-        await get_channel_layer().group_send(f"group-{group.pk}", {"type": "garden.event", "event": event})
+        await get_channel_layer().group_send(
+            f"group-{group.pk}", {"type": "garden.event", "event": event}
+        )
         received = await communicator.receive_json_from(timeout=2)
-        await get_channel_layer().group_send(f"group-{group.pk + 1}", {"type": "garden.event",
-                                                                       "event": {"type": "other"}})
+        await get_channel_layer().group_send(
+            f"group-{group.pk + 1}", {"type": "garden.event", "event": {"type": "other"}}
+        )
         assert await communicator.receive_nothing(timeout=0.2)
         await communicator.disconnect()
         return received
 
-    assert async_to_sync(run)() == {"type": "batch", "events": [
-        {"type": "message.created", "seq": 3, "message": {}}]}
+    assert async_to_sync(run)() == {
+        "type": "batch",
+        "events": [{"type": "message.created", "seq": 3, "message": {}}],
+    }
 
 
 @pytest.mark.parametrize("who", ["stranger", "anonymous", "deleted", "missing"])
@@ -62,7 +69,10 @@ def test_everyone_else_is_closed_with_4403(owner, stranger, who):
     group_id = group.pk + 100 if who == "missing" else group.pk
     if who == "deleted":
         group_delete(group=group)
-    assert first_output(user, f"/ws/groups/{group_id}/") == {"type": "websocket.close", "code": 4403}
+    assert first_output(user, f"/ws/groups/{group_id}/") == {
+        "type": "websocket.close",
+        "code": 4403,
+    }
 
 
 def test_the_full_stack_reads_the_session(owner, stranger):
@@ -72,13 +82,19 @@ def test_the_full_stack_reads_the_session(owner, stranger):
     def open_as(user) -> tuple[bool, dict | None]:
         client = Client()
         client.force_login(user)
-        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        cookie = (
+            f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        )
 
         async def run():
             communicator = WebsocketCommunicator(
-                application, f"/ws/groups/{group.pk}/",
-                headers=[(b"cookie", cookie.encode()), (b"origin", b"http://testserver"),
-                         (b"host", b"testserver")],
+                application,
+                f"/ws/groups/{group.pk}/",
+                headers=[
+                    (b"cookie", cookie.encode()),
+                    (b"origin", b"http://testserver"),
+                    (b"host", b"testserver"),
+                ],
             )
             connected, _ = await communicator.connect()
             closed = None
@@ -93,13 +109,16 @@ def test_the_full_stack_reads_the_session(owner, stranger):
     assert open_as(owner) == (True, None)
 
 
-@pytest.mark.parametrize(("origin", "opens"), [
-    (b"http://testserver", True),
-    (b"http://evil.example", False),
-    (b"http://testserver.evil.example", False),
-    (b"null", False),
-    (None, True),  # not a browser: it can only carry its own session
-])
+@pytest.mark.parametrize(
+    ("origin", "opens"),
+    [
+        (b"http://testserver", True),
+        (b"http://evil.example", False),
+        (b"http://testserver.evil.example", False),
+        (b"null", False),
+        (None, True),  # not a browser: it can only carry its own session
+    ],
+)
 def test_another_sites_page_cannot_open_a_room(owner, settings, origin, opens):
     """Even in development, where ALLOWED_HOSTS is '*'."""
     settings.ALLOWED_HOSTS = ["*"]
@@ -112,7 +131,9 @@ def test_another_sites_page_cannot_open_a_room(owner, settings, origin, opens):
         headers.append((b"origin", origin))
 
     async def run():
-        communicator = WebsocketCommunicator(application, f"/ws/groups/{group.pk}/", headers=headers)
+        communicator = WebsocketCommunicator(
+            application, f"/ws/groups/{group.pk}/", headers=headers
+        )
         connected, _ = await communicator.connect()
         await communicator.disconnect()
         return connected

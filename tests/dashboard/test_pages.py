@@ -39,8 +39,10 @@ def test_anonymous_people_are_sent_to_the_dashboards_login(client):
 
 def test_anyone_active_signs_in_to_the_dashboard_but_not_the_admin(client, owner):
     assert not owner.is_staff
-    response = client.post("/dashboard/login/", {"username": "owner", "password": "pw-owner-123",
-                                                 "next": "/dashboard/"})
+    response = client.post(
+        "/dashboard/login/",
+        {"username": "owner", "password": "pw-owner-123", "next": "/dashboard/"},
+    )
     assert response.status_code == 302 and response["Location"] == "/dashboard/"
     assert client.get("/dashboard/").status_code == 200
     assert client.get("/admin/").status_code == 302  # staff keep the ordinary admin
@@ -62,7 +64,8 @@ def test_the_roster_asks_for_a_teammate_until_two_besides_agent_father_can_run(s
     assert 'id="new-group"' not in page and "create-sheet" not in page
 
     Agent.objects.filter(owner=owner, handle="ledger").update(
-        model_account=Agent.objects.get(owner=owner, builtin="concierge").model_account)
+        model_account=Agent.objects.get(owner=owner, builtin="concierge").model_account
+    )
     page = signed_in.get("/dashboard/").content.decode()
     assert GROUP_RULE not in page
     assert '<h2 id="groups-heading">Groups</h2>' in page and 'id="new-group"' in page
@@ -81,7 +84,9 @@ def test_the_room_carries_its_members_and_routes(signed_in, owner):
     response = signed_in.get(f"/dashboard/groups/{group.pk}/")
     assert response.status_code == 200
     page = response.content.decode()
-    data = json.loads(page.split('<script id="room-data" type="application/json">')[1].split("</script>")[0])
+    data = json.loads(
+        page.split('<script id="room-data" type="application/json">')[1].split("</script>")[0]
+    )
     assert [m["handle"] for m in data["group"]["members"]] == ["concierge", "ledger", "advisor"]
     assert data["urls"]["socket"] == f"/ws/groups/{group.pk}/"
     assert data["budget"] == {"working": 11, "synthesis": 1}
@@ -93,8 +98,11 @@ def test_another_owners_room_agent_and_canvas_are_404(client, owner, stranger):
     group = household(owner)
     ledger = Agent.objects.get(owner=owner, handle="ledger")
     client.force_login(stranger)
-    for path in (f"/dashboard/groups/{group.pk}/", f"/dashboard/groups/{group.pk}/canvas",
-                 f"/dashboard/agents/{ledger.pk}/"):
+    for path in (
+        f"/dashboard/groups/{group.pk}/",
+        f"/dashboard/groups/{group.pk}/canvas",
+        f"/dashboard/agents/{ledger.pk}/",
+    ):
         assert client.get(path).status_code == 404, path
 
 
@@ -110,7 +118,9 @@ def test_the_canvas_lists_what_this_group_made_tagged_with_its_agent(signed_in, 
     ledger = Agent.objects.get(owner=owner, handle="ledger")
     artifact(group, agent=ledger, title="Transactions <March>", content="rent 1,400")
     elsewhere = conversation_create(owner=owner, agent=ledger)
-    Artifact.objects.create(owner=owner, agent=ledger, conversation=elsewhere, title="Private notes")
+    Artifact.objects.create(
+        owner=owner, agent=ledger, conversation=elsewhere, title="Private notes"
+    )
     page = signed_in.get(f"/dashboard/groups/{group.pk}/canvas").content.decode()
     assert "Transactions &lt;March&gt;" in page and "Private notes" not in page
     assert 'class="artifact-agent">Ledger<' in page
@@ -131,12 +141,15 @@ def test_agents_page_lists_them_with_the_create_form(signed_in, owner):
     assert 'id="agent-form"' in page
 
 
-@pytest.mark.parametrize(("given", "expected"), [
-    ("8000", ("127.0.0.1", 8000)),
-    ("0.0.0.0:9000", ("0.0.0.0", 9000)),
-    ("localhost:8001", ("localhost", 8001)),
-    ("[::1]:8002", ("::1", 8002)),
-])
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("8000", ("127.0.0.1", 8000)),
+        ("0.0.0.0:9000", ("0.0.0.0", 9000)),
+        ("localhost:8001", ("localhost", 8001)),
+        ("[::1]:8002", ("::1", 8002)),
+    ],
+)
 def test_rundashboard_reads_an_address(given, expected):
     assert parse_addrport(given) == expected
 

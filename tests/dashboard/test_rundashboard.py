@@ -34,15 +34,21 @@ def embedded_env(tmp_path) -> dict[str, str]:
     """A fresh SQLite database and broker under ``tmp_path``: the embedded default."""
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env["GARDEN_VAR_DIR"] = str(tmp_path)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120
+    )
     return env
 
 
 def serve(env: dict[str, str], port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "manage.py", "rundashboard", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "rundashboard", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -65,9 +71,16 @@ def sign_in(base: str) -> httpx.Client:
     client = httpx.Client(base_url=base, timeout=10)
     client.get("/dashboard/login/")
     token = client.cookies["csrftoken"]
-    response = client.post("/dashboard/login/", data={
-        "username": "demo", "password": "demo-pass-123", "csrfmiddlewaretoken": token,
-        "next": "/dashboard/"}, headers={"Referer": f"{base}/dashboard/login/"})
+    response = client.post(
+        "/dashboard/login/",
+        data={
+            "username": "demo",
+            "password": "demo-pass-123",
+            "csrfmiddlewaretoken": token,
+            "next": "/dashboard/",
+        },
+        headers={"Referer": f"{base}/dashboard/login/"},
+    )
     assert response.status_code == 302, response.text
     client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
     return client
@@ -75,8 +88,15 @@ def sign_in(base: str) -> httpx.Client:
 
 @pytest.mark.timeout(120)
 def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
-    seeded = subprocess.run([sys.executable, "manage.py", "shell", "-c", SEED], cwd=ROOT,
-                            env=embedded_env, check=True, capture_output=True, text=True, timeout=60)
+    seeded = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", SEED],
+        cwd=ROOT,
+        env=embedded_env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     group_id = int(seeded.stdout.strip().splitlines()[-1])
     port = free_port()
     proc = serve(embedded_env, port)
@@ -85,12 +105,16 @@ def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
         assert httpx.get(f"{base}/static/dashboard/room.js").status_code == 200
         client = sign_in(base)
         assert client.get(f"/dashboard/groups/{group_id}/").status_code == 200
-        posted = client.post(f"/api/groups/{group_id}/messages", json={
-            "text": "Review this month's spending and help me decide how much I can save."})
+        posted = client.post(
+            f"/api/groups/{group_id}/messages",
+            json={"text": "Review this month's spending and help me decide how much I can save."},
+        )
         assert posted.status_code == 202, posted.text
         deadline = time.monotonic() + 30
         texts: list[str] = []
-        while time.monotonic() < deadline and not any("Here is where you stand" in t for t in texts):
+        while time.monotonic() < deadline and not any(
+            "Here is where you stand" in t for t in texts
+        ):
             time.sleep(0.3)
             messages = client.get(f"/api/groups/{group_id}/messages").json()["messages"]
             texts = [b.get("text", "") for m in messages for b in m["content"]]

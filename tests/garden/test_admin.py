@@ -18,18 +18,29 @@ def test_staff_lists_and_edits_agents(client, staff, owner):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     page = client.get(f"/admin/garden/agent/{agent.pk}/change/")
     assert page.status_code == 200
-    response = client.post(f"/admin/garden/agent/{agent.pk}/change/", {
-        "owner": owner.pk, "handle": "concierge", "name": "Front Desk", "colour": "#2e7d6b",
-        "instructions": "x", "model_account": agent.model_account_id, "enabled_tools": "[]",
-        "approval_tools": "[]", "builtin": "concierge",
-    })
+    response = client.post(
+        f"/admin/garden/agent/{agent.pk}/change/",
+        {
+            "owner": owner.pk,
+            "handle": "concierge",
+            "name": "Front Desk",
+            "colour": "#2e7d6b",
+            "instructions": "x",
+            "model_account": agent.model_account_id,
+            "enabled_tools": "[]",
+            "approval_tools": "[]",
+            "builtin": "concierge",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     agent.refresh_from_db()
     assert agent.name == "Front Desk"
 
 
 def test_staff_lists_and_opens_conversations(client, staff, owner):
-    conv = Conversation.objects.create(owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge"))
+    conv = Conversation.objects.create(
+        owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge")
+    )
     client.force_login(staff)
     assert client.get("/admin/garden/conversation/").status_code == 200
     assert client.get(f"/admin/garden/conversation/{conv.pk}/change/").status_code == 200

@@ -8,8 +8,12 @@ pytestmark = pytest.mark.django_db
 
 
 def counts():
-    return (ModelAccount.objects.count(), Agent.objects.count(), Conversation.objects.count(),
-            Message.objects.count())
+    return (
+        ModelAccount.objects.count(),
+        Agent.objects.count(),
+        Conversation.objects.count(),
+        Message.objects.count(),
+    )
 
 
 def assert_rejected(response, field, code=None, status=400):
@@ -26,18 +30,33 @@ def assert_rejected(response, field, code=None, status=400):
         ("/api/model-accounts", {}, "name", "required"),
         ("/api/model-accounts", {"name": "x", "provider": "nope"}, "provider", "invalid_choice"),
         ("/api/model-accounts", {"name": "x", "provider": "openai"}, "model", "required"),
-        ("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                 "secret_ref": "env:DATABASE_URL"}, "secret_ref",
-         "SECRET_REF_NOT_ACCEPTED"),
-        ("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                 "credential": "nope"}, "credential", "CREDENTIAL_NOT_ALLOWED"),
+        (
+            "/api/model-accounts",
+            {"name": "x", "provider": "openai", "model": "m", "secret_ref": "env:DATABASE_URL"},
+            "secret_ref",
+            "SECRET_REF_NOT_ACCEPTED",
+        ),
+        (
+            "/api/model-accounts",
+            {"name": "x", "provider": "openai", "model": "m", "credential": "nope"},
+            "credential",
+            "CREDENTIAL_NOT_ALLOWED",
+        ),
         ("/api/agents", {"name": "Ledger"}, "handle", "required"),
         ("/api/agents", {"handle": "bad handle!", "name": "L"}, "handle", "invalid"),
         ("/api/agents", {"handle": "concierge", "name": "Dup"}, "handle", "HANDLE_TAKEN"),
-        ("/api/agents", {"handle": "x", "name": "X", "model_account": 999999}, "model_account",
-         "MODEL_ACCOUNT_NOT_FOUND"),
-        ("/api/agents", {"handle": "x", "name": "X", "delegation_allowlist": ["ghost"]},
-         "delegation_allowlist", "UNKNOWN_AGENT"),
+        (
+            "/api/agents",
+            {"handle": "x", "name": "X", "model_account": 999999},
+            "model_account",
+            "MODEL_ACCOUNT_NOT_FOUND",
+        ),
+        (
+            "/api/agents",
+            {"handle": "x", "name": "X", "delegation_allowlist": ["ghost"]},
+            "delegation_allowlist",
+            "UNKNOWN_AGENT",
+        ),
         ("/api/agents", {"handle": "x", "name": "X", "colour": "red"}, "colour", "invalid"),
         ("/api/conversations", {"agent": "abc"}, "agent", "invalid"),
         ("/api/conversations", {"agent": 999999}, "agent", "AGENT_NOT_FOUND"),
@@ -53,7 +72,9 @@ def test_empty_message_is_refused_and_writes_nothing(api, owner):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     conv = api.post("/api/conversations", {"agent": agent.pk}).json()
     before = counts()
-    assert_rejected(api.post(f"/api/conversations/{conv['id']}/messages", {"text": "   "}), "text", "blank")
+    assert_rejected(
+        api.post(f"/api/conversations/{conv['id']}/messages", {"text": "   "}), "text", "blank"
+    )
     assert_rejected(api.post(f"/api/conversations/{conv['id']}/messages", {}), "text", "required")
     assert counts() == before
 
@@ -71,8 +92,15 @@ def test_anonymous_is_refused(client):
 
 
 def test_model_account_output_never_carries_a_key(api):
-    response = api.post("/api/model-accounts", {"name": "OpenAI", "provider": "openai", "model": "gpt-4o-mini",
-                                                "api_key": "sk-secret-value"})
+    response = api.post(
+        "/api/model-accounts",
+        {
+            "name": "OpenAI",
+            "provider": "openai",
+            "model": "gpt-4o-mini",
+            "api_key": "sk-secret-value",
+        },
+    )
     assert response.status_code == 201, response.content
     assert "sk-secret-value" not in response.content.decode()
     listing = api.get("/api/model-accounts").content.decode()
@@ -82,7 +110,9 @@ def test_model_account_output_never_carries_a_key(api):
 
 
 def test_create_agent_and_list_only_ones_own(api, owner, stranger):
-    created = api.post("/api/agents", {"handle": "ledger", "name": "Ledger", "delegation_allowlist": ["concierge"]})
+    created = api.post(
+        "/api/agents", {"handle": "ledger", "name": "Ledger", "delegation_allowlist": ["concierge"]}
+    )
     assert created.status_code == 201, created.content
     assert created.json()["delegation_allowlist"] == ["concierge"]
     handles = {a["handle"] for a in api.get("/api/agents").json()}
@@ -91,14 +121,18 @@ def test_create_agent_and_list_only_ones_own(api, owner, stranger):
 
 
 def test_another_users_conversation_is_404(api, stranger):
-    theirs = Conversation.objects.create(owner=stranger, agent=Agent.objects.get(owner=stranger, handle="concierge"))
+    theirs = Conversation.objects.create(
+        owner=stranger, agent=Agent.objects.get(owner=stranger, handle="concierge")
+    )
     assert api.get(f"/api/conversations/{theirs.pk}/messages").status_code == 404
     before = counts()
     assert api.post(f"/api/conversations/{theirs.pk}/messages", {"text": "hi"}).status_code == 404
     assert counts() == before
 
 
-def test_posting_stores_the_owner_turn_and_answers_202(api, owner, django_capture_on_commit_callbacks):
+def test_posting_stores_the_owner_turn_and_answers_202(
+    api, owner, django_capture_on_commit_callbacks
+):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     conv = api.post("/api/conversations", {"agent": agent.pk}).json()
     with django_capture_on_commit_callbacks() as callbacks:

@@ -13,14 +13,17 @@ from tests.conftest import wait_for
 
 
 def make_agent(owner, handle, rules, default="ok"):
-    account = model_account_create(owner=owner, name=handle, provider="scripted",
-                                   options={"rules": rules, "default": default})
+    account = model_account_create(
+        owner=owner, name=handle, provider="scripted", options={"rules": rules, "default": default}
+    )
     return agent_create(owner=owner, handle=handle, name=handle.title(), model_account=account)
 
 
 def transcript(conversation):
-    return [(m.speaker_kind, m.speaker_agent.handle if m.speaker_agent_id else None, m.kind, m.text)
-            for m in conversation.messages.order_by("seq")]
+    return [
+        (m.speaker_kind, m.speaker_agent.handle if m.speaker_agent_id else None, m.kind, m.text)
+        for m in conversation.messages.order_by("seq")
+    ]
 
 
 @pytest.mark.redis
@@ -29,8 +32,10 @@ def test_a_turn_runs_through_a_real_worker_on_redis(celery_worker_thread, owner)
     conv = conversation_create(owner=owner, agent=ledger)
     sent = conversation_post_owner_message(owner=owner, conversation=conv, text="How was spending?")
     wait_for(lambda: Message.objects.filter(in_reply_to=sent).exists())
-    assert transcript(conv) == [("owner", None, "turn", "How was spending?"),
-                                ("agent", "ledger", "turn", "Spending was 3,150.")]
+    assert transcript(conv) == [
+        ("owner", None, "turn", "How was spending?"),
+        ("agent", "ledger", "turn", "Spending was 3,150."),
+    ]
 
 
 @pytest.mark.django_db
@@ -89,28 +94,49 @@ def test_a_long_conversation_is_bounded_before_the_call(owner, loopback_provider
 
     settings.GARDEN_CHAT_CAP_CHARS = 20_000
     server = ScriptedServer()
-    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "Bounded."},
-                                    "finish_reason": "stop"}]})
+    server.reply(
+        200,
+        {
+            "choices": [
+                {"message": {"role": "assistant", "content": "Bounded."}, "finish_reason": "stop"}
+            ]
+        },
+    )
     try:
-        account = model_account_create(owner=owner, name="local", provider="openai", model="m",
-                                       base_url=f"{server.url}/v1", timeout_seconds=5)
+        account = model_account_create(
+            owner=owner,
+            name="local",
+            provider="openai",
+            model="m",
+            base_url=f"{server.url}/v1",
+            timeout_seconds=5,
+        )
         agent = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
         conv = conversation_create(owner=owner, agent=agent)
-        history = [Message(conversation=conv, speaker_kind="owner" if i % 2 == 0 else "agent",
-                           speaker_agent=None if i % 2 == 0 else agent,
-                           content=[{"type": "text", "text": f"turn {i} " + "x" * 990}])
-                   for i in range(2_000)]
+        history = [
+            Message(
+                conversation=conv,
+                speaker_kind="owner" if i % 2 == 0 else "agent",
+                speaker_agent=None if i % 2 == 0 else agent,
+                content=[{"type": "text", "text": f"turn {i} " + "x" * 990}],
+            )
+            for i in range(2_000)
+        ]
         messages_append(conversation_id=conv.pk, messages=history)
-        Message.objects.filter(conversation=conv).update(created_at=timezone.now() - timedelta(days=1))
-        question = conversation_post_owner_message(owner=owner, conversation=conv,
-                                                   text="And the total?")
+        Message.objects.filter(conversation=conv).update(
+            created_at=timezone.now() - timedelta(days=1)
+        )
+        question = conversation_post_owner_message(
+            owner=owner, conversation=conv, text="And the total?"
+        )
         reply = chat_reply(message_id=question.pk)
     finally:
         server.close()
     assert reply.text == "Bounded."
     sent = server.requests[0].body["messages"]
-    size = sum(len(m["content"] if isinstance(m["content"], str) else str(m["content"]))
-               for m in sent)
+    size = sum(
+        len(m["content"] if isinstance(m["content"], str) else str(m["content"])) for m in sent
+    )
     assert size <= 20_000
     assert "omitted" in sent[0]["content"] and sent[0]["role"] == "user"
     assert sent[-1] == {"role": "user", "content": "And the total?"}

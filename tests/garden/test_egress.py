@@ -85,8 +85,19 @@ def test_fetch_refuses_internal_destinations_before_connecting(url, server, conn
     assert connects == [] and server.requests == []
 
 
-@pytest.mark.parametrize("address", ["127.0.0.1", "::1", "10.0.0.7", "169.254.169.254",
-                                     "fd12::1", "::ffff:192.168.0.1", "0.0.0.0", "ff02::1"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "::1",
+        "10.0.0.7",
+        "169.254.169.254",
+        "fd12::1",
+        "::ffff:192.168.0.1",
+        "0.0.0.0",
+        "ff02::1",
+    ],
+)
 def test_every_internal_address_has_a_named_reason(address):
     import ipaddress
 
@@ -153,10 +164,14 @@ def test_the_connection_goes_to_the_address_that_was_checked(settings, monkeypat
 
 
 def test_a_name_resolving_to_a_mixed_answer_is_refused_whole(settings, monkeypatch, connects):
-    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
-    ])
+    monkeypatch.setattr(
+        socket,
+        "getaddrinfo",
+        lambda host, port, *a, **k: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+        ],
+    )
     outcome = http_fetch(CTX, {"url": "http://mixed.test/"})
     assert outcome.code == "EGRESS_REFUSED" and "10.0.0.1" in outcome.content
     assert connects == []
@@ -186,8 +201,9 @@ def test_only_http_and_https_are_fetched(connects):
     assert connects == []
 
 
-@pytest.mark.parametrize("entry", ["bad host!", "*.", "*", "-lead.example", "a..b", "10.0.0.1:0",
-                                   "host:99999"])
+@pytest.mark.parametrize(
+    "entry", ["bad host!", "*.", "*", "-lead.example", "a..b", "10.0.0.1:0", "host:99999"]
+)
 def test_malformed_allowlists_are_named(entry):
     with pytest.raises(ValueError, match="not a"):
         egress.parse_allowlist(["ok.example", entry])
@@ -196,8 +212,15 @@ def test_malformed_allowlists_are_named(entry):
 def test_allowlist_entries_match_hosts_suffixes_networks_and_ports():
     import ipaddress
 
-    allow = egress.parse_allowlist(["10.0.0.0/8", "ollama.internal:11434", "*.corp.example",
-                                    "[fd00::5]:8000", "192.168.1.20:80"])
+    allow = egress.parse_allowlist(
+        [
+            "10.0.0.0/8",
+            "ollama.internal:11434",
+            "*.corp.example",
+            "[fd00::5]:8000",
+            "192.168.1.20:80",
+        ]
+    )
     assert allow.names("OLLAMA.internal.", 11434) and not allow.names("ollama.internal", 22)
     assert allow.names("gpu.corp.example", 1) and not allow.names("corp.example.evil", 1)
     assert not allow.names("evilcorp.example", 1)
@@ -254,8 +277,11 @@ def test_a_slow_name_lookup_ends_at_the_deadline(settings, monkeypatch, connects
     def slow(host, *args, **kwargs):
         if host == "slow-dns.test":
             release.wait(10)
-        return real("127.0.0.1", *args[1:], **kwargs) if host == "slow-dns.test" else real(
-            host, *args, **kwargs)
+        return (
+            real("127.0.0.1", *args[1:], **kwargs)
+            if host == "slow-dns.test"
+            else real(host, *args, **kwargs)
+        )
 
     monkeypatch.setattr(socket, "getaddrinfo", slow)
     try:
@@ -266,8 +292,15 @@ def test_a_slow_name_lookup_ends_at_the_deadline(settings, monkeypatch, connects
     assert connects == []
 
 
-@pytest.mark.parametrize("url", ["http://user:pw@example.com/v1", "https://example.com/v1?x=1",
-                                 "https://example.com/v1#frag", "http://[fec0::1]/v1"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:pw@example.com/v1",
+        "https://example.com/v1?x=1",
+        "https://example.com/v1#frag",
+        "http://[fec0::1]/v1",
+    ],
+)
 def test_a_base_url_with_credentials_a_query_or_a_site_local_address_is_refused(url):
     with pytest.raises(egress.EgressRefused):
         egress.check_url(url, "provider")
@@ -278,8 +311,13 @@ def test_a_base_url_with_credentials_a_query_or_a_site_local_address_is_refused(
 
 @pytest.mark.django_db
 def test_a_base_url_at_an_internal_address_is_refused_when_saved(owner, connects):
-    for url in ("http://169.254.169.254/v1", "http://127.0.0.1:11434/v1", "http://[::1]/v1",
-                "http://localhost:8000/v1", "http://10.0.0.5/v1"):
+    for url in (
+        "http://169.254.169.254/v1",
+        "http://127.0.0.1:11434/v1",
+        "http://[::1]/v1",
+        "http://localhost:8000/v1",
+        "http://10.0.0.5/v1",
+    ):
         with pytest.raises(AccountError) as refused:
             model_account_create(owner=owner, name="x", provider="openai", model="m", base_url=url)
         assert refused.value.code == "EGRESS_REFUSED" and refused.value.field == "base_url"
@@ -289,8 +327,15 @@ def test_a_base_url_at_an_internal_address_is_refused_when_saved(owner, connects
 
 @pytest.mark.django_db
 def test_api_names_the_refused_base_url(api):
-    response = api.post("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                                "base_url": "http://[::ffff:169.254.169.254]/v1"})
+    response = api.post(
+        "/api/model-accounts",
+        {
+            "name": "x",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "http://[::ffff:169.254.169.254]/v1",
+        },
+    )
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "base_url"
     assert response.json()["code"] == "EGRESS_REFUSED"
@@ -303,15 +348,24 @@ def _one_to_one(owner, account) -> Message:
     conversation = Conversation.objects.create(owner=owner, agent=agent)
     from garden.services.conversations import message_append, text_block
 
-    return message_append(conversation_id=conversation.pk, speaker_kind="owner",
-                          content=[text_block("hello")])
+    return message_append(
+        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
+    )
 
 
 @pytest.mark.django_db
-def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(owner, connects, server):
+def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
+    owner, connects, server
+):
     # A row saved before the policy existed (or while the operator allowed it).
-    account = ModelAccount.objects.create(owner=owner, name="old", provider="openai", model="m",
-                                          base_url=f"{server.url}/v1", timeout_seconds=5)
+    account = ModelAccount.objects.create(
+        owner=owner,
+        name="old",
+        provider="openai",
+        model="m",
+        base_url=f"{server.url}/v1",
+        timeout_seconds=5,
+    )
     reply = chat_reply(message_id=_one_to_one(owner, account).pk)
     assert reply.kind == "notice" and "EGRESS_REFUSED" in reply.text
     assert server.requests == [] and connects == []
@@ -320,10 +374,25 @@ def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(own
 @pytest.mark.django_db
 def test_the_provider_allowlist_admits_a_local_model_server_but_not_tools(owner, server, settings):
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
-    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "Hi from Ollama"},
-                                    "finish_reason": "stop"}]})
-    account = model_account_create(owner=owner, name="ollama", provider="openai", model="llama3",
-                                   base_url=f"{server.url}/v1", timeout_seconds=5)
+    server.reply(
+        200,
+        {
+            "choices": [
+                {
+                    "message": {"role": "assistant", "content": "Hi from Ollama"},
+                    "finish_reason": "stop",
+                }
+            ]
+        },
+    )
+    account = model_account_create(
+        owner=owner,
+        name="ollama",
+        provider="openai",
+        model="llama3",
+        base_url=f"{server.url}/v1",
+        timeout_seconds=5,
+    )
     reply = chat_reply(message_id=_one_to_one(owner, account).pk)
     assert reply.kind == "turn" and reply.text == "Hi from Ollama"
     assert http_fetch(CTX, {"url": f"{server.url}/"}).code == "EGRESS_REFUSED"
@@ -335,23 +404,38 @@ def test_a_provider_that_never_finishes_is_cut_at_the_accounts_timeout(owner, se
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
     settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 1
     server.push(Drip(interval=0.05))
-    account = model_account_create(owner=owner, name="slow", provider="openai", model="m",
-                                   base_url=f"{server.url}/v1", timeout_seconds=1)
+    account = model_account_create(
+        owner=owner,
+        name="slow",
+        provider="openai",
+        model="m",
+        base_url=f"{server.url}/v1",
+        timeout_seconds=1,
+    )
     reply = chat_reply(message_id=_one_to_one(owner, account).pk)
     assert reply.kind == "notice" and "PROVIDER_TIMEOUT" in reply.text
 
 
 @pytest.mark.django_db
-def test_the_account_test_names_the_refusal_and_the_success(api, owner, server, settings,
-                                                             stranger, connects):
-    forced = ModelAccount.objects.create(owner=owner, name="old", provider="openai", model="m",
-                                         base_url=f"{server.url}/v1", timeout_seconds=5)
+def test_the_account_test_names_the_refusal_and_the_success(
+    api, owner, server, settings, stranger, connects
+):
+    forced = ModelAccount.objects.create(
+        owner=owner,
+        name="old",
+        provider="openai",
+        model="m",
+        base_url=f"{server.url}/v1",
+        timeout_seconds=5,
+    )
     refused = api.post(f"/api/model-accounts/{forced.pk}/test").json()
     assert refused["ok"] is False and refused["code"] == "EGRESS_REFUSED"
     assert server.requests == [] and connects == []
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
-    server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "OK"},
-                                    "finish_reason": "stop"}]})
+    server.reply(
+        200,
+        {"choices": [{"message": {"role": "assistant", "content": "OK"}, "finish_reason": "stop"}]},
+    )
     works = api.post(f"/api/model-accounts/{forced.pk}/test").json()
     assert works == {"ok": True, "code": None, "message": "The model answered: 'OK'"}
     theirs = ModelAccount.objects.create(owner=stranger, name="x", provider="openai", model="m")

@@ -49,9 +49,14 @@ def foreign(settings):
 @pytest.fixture
 def credential(settings, monkeypatch, operator_api):
     monkeypatch.setenv("GARDEN_TEST_OPERATOR_KEY", "sk-operator-secret")
-    settings.GARDEN_CREDENTIALS = {"shared": {
-        "provider": "openai", "env": "GARDEN_TEST_OPERATOR_KEY",
-        "base_url": f"{operator_api.url}/v1", "users": "*"}}
+    settings.GARDEN_CREDENTIALS = {
+        "shared": {
+            "provider": "openai",
+            "env": "GARDEN_TEST_OPERATOR_KEY",
+            "base_url": f"{operator_api.url}/v1",
+            "users": "*",
+        }
+    }
     return "shared"
 
 
@@ -61,8 +66,9 @@ def ask(owner, account) -> Message:
     agent.model_account = account
     agent.save(update_fields=["model_account"])
     conversation = Conversation.objects.create(owner=owner, agent=agent)
-    turn = message_append(conversation_id=conversation.pk, speaker_kind="owner",
-                          content=[text_block("hello")])
+    turn = message_append(
+        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
+    )
     return chat_reply(message_id=turn.pk)
 
 
@@ -73,20 +79,29 @@ def all_seen(*servers) -> str:
 def test_no_owner_can_name_an_environment_variable(api, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", "postgres://secret@db/prod")
     for ref in ("env:DATABASE_URL", "env:DJANGO_SECRET_KEY", "DATABASE_URL"):
-        response = api.post("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                                    "secret_ref": ref})
+        response = api.post(
+            "/api/model-accounts",
+            {"name": "x", "provider": "openai", "model": "m", "secret_ref": ref},
+        )
         assert response.status_code == 400
         assert response.json()["errors"][0]["code"] == "SECRET_REF_NOT_ACCEPTED"
     assert not ModelAccount.objects.filter(provider="openai").exists()
 
 
-def test_a_legacy_env_reference_never_reaches_a_foreign_base_url(owner, foreign, settings,
-                                                                  monkeypatch):
+def test_a_legacy_env_reference_never_reaches_a_foreign_base_url(
+    owner, foreign, settings, monkeypatch
+):
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
     monkeypatch.setenv("GARDEN_TEST_WORKER_SECRET", "postgres://user:pw@db/prod")
     account = ModelAccount.objects.create(
-        owner=owner, name="old", provider="openai", model="m", base_url=f"{foreign.url}/v1",
-        legacy_secret_ref="env:GARDEN_TEST_WORKER_SECRET", timeout_seconds=5)
+        owner=owner,
+        name="old",
+        provider="openai",
+        model="m",
+        base_url=f"{foreign.url}/v1",
+        legacy_secret_ref="env:GARDEN_TEST_WORKER_SECRET",
+        timeout_seconds=5,
+    )
     reply = ask(owner, account)
     assert reply.kind == "notice" and "CREDENTIAL_NOT_ALLOWED" in reply.text
     assert foreign.requests == []
@@ -98,31 +113,58 @@ def test_a_legacy_env_reference_never_reaches_a_foreign_base_url(owner, foreign,
 def test_a_legacy_reference_the_operator_configured_keeps_working_at_its_base_url(
     owner, credential, operator_api
 ):
-    account = ModelAccount.objects.create(owner=owner, name="old", provider="openai", model="m",
-                                          legacy_secret_ref="env:GARDEN_TEST_OPERATOR_KEY",
-                                          timeout_seconds=5)
+    account = ModelAccount.objects.create(
+        owner=owner,
+        name="old",
+        provider="openai",
+        model="m",
+        legacy_secret_ref="env:GARDEN_TEST_OPERATOR_KEY",
+        timeout_seconds=5,
+    )
     assert ask(owner, account).text == "fine"
     assert operator_api.last.headers["authorization"] == "Bearer sk-operator-secret"
 
 
-def test_the_operators_credential_goes_only_to_its_own_base_url(owner, credential, operator_api,
-                                                                foreign, api):
+def test_the_operators_credential_goes_only_to_its_own_base_url(
+    owner, credential, operator_api, foreign, api
+):
     # Asked for with a foreign base URL: refused, nothing stored.
-    response = api.post("/api/model-accounts", {"name": "steal", "provider": "openai", "model": "m",
-                                                "credential": credential,
-                                                "base_url": f"{foreign.url}/v1"})
+    response = api.post(
+        "/api/model-accounts",
+        {
+            "name": "steal",
+            "provider": "openai",
+            "model": "m",
+            "credential": credential,
+            "base_url": f"{foreign.url}/v1",
+        },
+    )
     assert response.status_code == 400, response.content
     assert response.json()["errors"][0]["code"] == "CREDENTIAL_BASE_URL_MISMATCH"
     # A row that points elsewhere anyway (edited in the database) fails without sending.
-    forced = ModelAccount.objects.create(owner=owner, name="forced", provider="openai", model="m",
-                                         credential=credential, base_url=f"{foreign.url}/v1",
-                                         timeout_seconds=5)
+    forced = ModelAccount.objects.create(
+        owner=owner,
+        name="forced",
+        provider="openai",
+        model="m",
+        credential=credential,
+        base_url=f"{foreign.url}/v1",
+        timeout_seconds=5,
+    )
     assert "CREDENTIAL_BASE_URL_MISMATCH" in ask(owner, forced).text
     # Used as meant: the key goes to the operator's server, and only there.
-    proper = api.post("/api/model-accounts", {"name": "shared", "provider": "openai",
-                                              "model": "m", "credential": credential}).json()
-    assert proper["key"] == {"source": "operator", "credential": "shared", "usable": True,
-                             "code": None, "problem": None, "label": "operator credential 'shared'"}
+    proper = api.post(
+        "/api/model-accounts",
+        {"name": "shared", "provider": "openai", "model": "m", "credential": credential},
+    ).json()
+    assert proper["key"] == {
+        "source": "operator",
+        "credential": "shared",
+        "usable": True,
+        "code": None,
+        "problem": None,
+        "label": "operator credential 'shared'",
+    }
     assert ask(owner, ModelAccount.objects.get(pk=proper["id"])).text == "fine"
     assert operator_api.last.headers["authorization"] == "Bearer sk-operator-secret"
     assert "sk-operator-secret" not in all_seen(foreign)
@@ -136,33 +178,49 @@ def test_credentials_are_granted_to_users_and_groups(settings, django_user_model
         "research": {"provider": "anthropic", "file": "/nonexistent", "groups": ["research"]},
     }
     assert [c["name"] for c in api.get("/api/credentials").json()] == ["everyone"]
-    refused = api.post("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                               "credential": "alice-only"})
+    refused = api.post(
+        "/api/model-accounts",
+        {"name": "x", "provider": "openai", "model": "m", "credential": "alice-only"},
+    )
     assert refused.json()["errors"][0]["code"] == "CREDENTIAL_NOT_ALLOWED"
     owner.groups.add(AuthGroup.objects.create(name="research"))
     names = [c["name"] for c in api.get("/api/credentials").json()]
     assert names == ["everyone", "research"]
     assert "env" not in repr(api.get("/api/credentials").json())
-    wrong = api.post("/api/model-accounts", {"name": "x", "provider": "openai", "model": "m",
-                                             "credential": "research"})
+    wrong = api.post(
+        "/api/model-accounts",
+        {"name": "x", "provider": "openai", "model": "m", "credential": "research"},
+    )
     assert wrong.json()["errors"][0]["code"] == "CREDENTIAL_PROVIDER_MISMATCH"
     # Granted, but the operator's file is missing: the account says so, by name.
-    made = api.post("/api/model-accounts", {"name": "r", "provider": "anthropic",
-                                            "model": "claude", "credential": "research"}).json()
+    made = api.post(
+        "/api/model-accounts",
+        {"name": "r", "provider": "anthropic", "model": "claude", "credential": "research"},
+    ).json()
     assert made["key"]["usable"] is False and made["key"]["code"] == "CREDENTIAL_UNAVAILABLE"
 
 
 def test_a_pasted_key_is_encrypted_at_rest_write_only_and_sent_only_to_its_account(
     api, owner, operator_api
 ):
-    created = api.post("/api/model-accounts", {
-        "name": "mine", "provider": "openai", "model": "m", "api_key": "sk-mine-0123456789",
-        "base_url": f"{operator_api.url}/v1", "timeout_seconds": 5})
+    created = api.post(
+        "/api/model-accounts",
+        {
+            "name": "mine",
+            "provider": "openai",
+            "model": "m",
+            "api_key": "sk-mine-0123456789",
+            "base_url": f"{operator_api.url}/v1",
+            "timeout_seconds": 5,
+        },
+    )
     assert created.status_code == 201, created.content
     assert "sk-mine-0123456789" not in created.content.decode()
     with connection.cursor() as cursor:
-        cursor.execute("SELECT api_key_encrypted FROM garden_modelaccount WHERE id = %s",
-                       [created.json()["id"]])
+        cursor.execute(
+            "SELECT api_key_encrypted FROM garden_modelaccount WHERE id = %s",
+            [created.json()["id"]],
+        )
         stored = cursor.fetchone()[0]
     assert stored and "sk-mine" not in stored
     assert api_key_decrypt(stored) == "sk-mine-0123456789"
@@ -175,17 +233,27 @@ def test_a_pasted_key_is_encrypted_at_rest_write_only_and_sent_only_to_its_accou
 
 def test_a_key_echoed_in_an_error_is_redacted(owner, operator_api):
     operator_api.reply(401, {"error": "bad key sk-echo-987654321"})
-    account = model_account_create(owner=owner, name="e", provider="openai", model="m",
-                                   api_key="sk-echo-987654321", base_url=f"{operator_api.url}/v1")
+    account = model_account_create(
+        owner=owner,
+        name="e",
+        provider="openai",
+        model="m",
+        api_key="sk-echo-987654321",
+        base_url=f"{operator_api.url}/v1",
+    )
     provider = get_provider(account_config(account))
     with pytest.raises(ConfirmedRejection) as failed:
-        provider.complete(ChatRequest(system="", messages=(ChatMessage("user", (TextBlock("hi"),)),)))
+        provider.complete(
+            ChatRequest(system="", messages=(ChatMessage("user", (TextBlock("hi"),)),))
+        )
     assert "sk-echo-987654321" not in str(failed.value) and "[redacted]" in str(failed.value)
 
 
 def test_replacing_and_clearing_a_key(api, operator_api):
-    made = api.post("/api/model-accounts", {"name": "m", "provider": "openai", "model": "m",
-                                            "api_key": "sk-first"}).json()
+    made = api.post(
+        "/api/model-accounts",
+        {"name": "m", "provider": "openai", "model": "m", "api_key": "sk-first"},
+    ).json()
     path = f"/api/model-accounts/{made['id']}"
     assert api.patch(path, {"name": "renamed"}).json()["has_api_key"] is True
     api.patch(path, {"api_key": "sk-second"})
@@ -197,8 +265,9 @@ def test_replacing_and_clearing_a_key(api, operator_api):
 def test_keys_rotate_with_multifernet(owner, settings):
     old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
     settings.GARDEN_FERNET_KEYS = [old]
-    account = model_account_create(owner=owner, name="r", provider="openai", model="m",
-                                   api_key="sk-rotate-me")
+    account = model_account_create(
+        owner=owner, name="r", provider="openai", model="m", api_key="sk-rotate-me"
+    )
     settings.GARDEN_FERNET_KEYS = [new, old]
     call_command("rotate_api_keys")
     settings.GARDEN_FERNET_KEYS = [new]
@@ -218,14 +287,26 @@ def test_production_without_fernet_keys_refuses_to_store_a_key(owner, settings):
 
 
 def test_the_admin_key_field_is_write_only(admin_client, owner):
-    account = model_account_create(owner=owner, name="adm", provider="openai", model="m",
-                                   api_key="sk-admin-visible?")
+    account = model_account_create(
+        owner=owner, name="adm", provider="openai", model="m", api_key="sk-admin-visible?"
+    )
     page = admin_client.get(f"/admin/garden/modelaccount/{account.pk}/change/").content.decode()
     assert "sk-admin-visible" not in page and account.api_key_encrypted not in page
     assert 'name="api_key"' in page
-    response = admin_client.post(f"/admin/garden/modelaccount/{account.pk}/change/", {
-        "owner": owner.pk, "name": "adm", "provider": "openai", "model": "m", "base_url": "",
-        "credential": "", "timeout_seconds": "60", "options": "{}", "api_key": "sk-admin-new"})
+    response = admin_client.post(
+        f"/admin/garden/modelaccount/{account.pk}/change/",
+        {
+            "owner": owner.pk,
+            "name": "adm",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "",
+            "credential": "",
+            "timeout_seconds": "60",
+            "options": "{}",
+            "api_key": "sk-admin-new",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     account.refresh_from_db()
     assert api_key_decrypt(account.api_key_encrypted) == "sk-admin-new"
@@ -238,35 +319,57 @@ def test_the_migration_moves_configured_legacy_references_onto_credentials(owner
 
     from django.apps import apps
 
-    settings.GARDEN_CREDENTIALS = {"openai": {"provider": "openai", "env": "OPENAI_API_KEY",
-                                              "users": "*"}}
-    allowed = ModelAccount.objects.create(owner=owner, name="a", provider="openai", model="m",
-                                          legacy_secret_ref="env:OPENAI_API_KEY")
-    foreign = ModelAccount.objects.create(owner=owner, name="b", provider="openai", model="m",
-                                          base_url="https://example.net/v1",
-                                          legacy_secret_ref="env:OPENAI_API_KEY")
-    other = ModelAccount.objects.create(owner=owner, name="c", provider="openai", model="m",
-                                        legacy_secret_ref="env:DATABASE_URL")
+    settings.GARDEN_CREDENTIALS = {
+        "openai": {"provider": "openai", "env": "OPENAI_API_KEY", "users": "*"}
+    }
+    allowed = ModelAccount.objects.create(
+        owner=owner, name="a", provider="openai", model="m", legacy_secret_ref="env:OPENAI_API_KEY"
+    )
+    foreign = ModelAccount.objects.create(
+        owner=owner,
+        name="b",
+        provider="openai",
+        model="m",
+        base_url="https://example.net/v1",
+        legacy_secret_ref="env:OPENAI_API_KEY",
+    )
+    other = ModelAccount.objects.create(
+        owner=owner, name="c", provider="openai", model="m", legacy_secret_ref="env:DATABASE_URL"
+    )
     migration = importlib.import_module("garden.migrations.0004_model_account_keys")
     migration.adopt_operator_credentials(apps, None)
-    rows = {a.name: (a.credential, a.legacy_secret_ref)
-            for a in ModelAccount.objects.filter(pk__in=[allowed.pk, foreign.pk, other.pk])}
-    assert rows == {"a": ("openai", ""), "b": ("", "env:OPENAI_API_KEY"),
-                    "c": ("", "env:DATABASE_URL")}
+    rows = {
+        a.name: (a.credential, a.legacy_secret_ref)
+        for a in ModelAccount.objects.filter(pk__in=[allowed.pk, foreign.pk, other.pk])
+    }
+    assert rows == {
+        "a": ("openai", ""),
+        "b": ("", "env:OPENAI_API_KEY"),
+        "c": ("", "env:DATABASE_URL"),
+    }
 
 
 def test_a_key_that_no_header_can_carry_is_refused_by_name(api):
     for key in ("sk-ключ", "sk key", "sk-\tkey", ""):
-        response = api.post("/api/model-accounts", {"name": "k", "provider": "openai", "model": "m",
-                                                    "api_key": key})
+        response = api.post(
+            "/api/model-accounts", {"name": "k", "provider": "openai", "model": "m", "api_key": key}
+        )
         assert response.status_code == 400, (key, response.content)
     assert not ModelAccount.objects.filter(name="k").exists()
 
 
 def test_the_account_test_never_shows_what_a_server_answered(api, owner, operator_api):
     operator_api.reply(401, {"error": "internal-service-banner v1.2 secret-config"})
-    made = api.post("/api/model-accounts", {"name": "t", "provider": "openai", "model": "m",
-                                            "api_key": "sk-test", "base_url": f"{operator_api.url}/v1"})
+    made = api.post(
+        "/api/model-accounts",
+        {
+            "name": "t",
+            "provider": "openai",
+            "model": "m",
+            "api_key": "sk-test",
+            "base_url": f"{operator_api.url}/v1",
+        },
+    )
     result = api.post(f"/api/model-accounts/{made.json()['id']}/test").json()
     assert result["ok"] is False and result["code"] == "PROVIDER_REJECTED"
     assert "banner" not in result["message"] and "secret-config" not in result["message"]

@@ -29,7 +29,9 @@ def test_handle_is_unique_per_owner_but_not_across_owners(owner, stranger):
 
 
 def test_agent_speaker_must_name_its_agent(owner):
-    conv = conversation_create(owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge"))
+    conv = conversation_create(
+        owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge")
+    )
     with pytest.raises(IntegrityError), transaction.atomic():
         Message.objects.create(conversation=conv, seq=1, speaker_kind="agent", content=[])
 
@@ -38,7 +40,9 @@ def test_owner_speaker_cannot_claim_an_agent(owner):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     conv = conversation_create(owner=owner, agent=agent)
     with pytest.raises(IntegrityError), transaction.atomic():
-        Message.objects.create(conversation=conv, seq=1, speaker_kind="owner", speaker_agent=agent, content=[])
+        Message.objects.create(
+            conversation=conv, seq=1, speaker_kind="owner", speaker_agent=agent, content=[]
+        )
 
 
 def test_conversation_belongs_to_an_agent_or_a_group(owner):
@@ -50,8 +54,10 @@ def test_seq_is_monotonic_per_conversation(owner):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     a = conversation_create(owner=owner, agent=agent)
     b = conversation_create(owner=owner, agent=agent)
-    seqs = [message_append(conversation_id=c.pk, speaker_kind="owner", content=[text_block("x")]).seq
-            for c in (a, a, b, a)]
+    seqs = [
+        message_append(conversation_id=c.pk, speaker_kind="owner", content=[text_block("x")]).seq
+        for c in (a, a, b, a)
+    ]
     assert seqs == [1, 2, 1, 3]
 
 
@@ -64,14 +70,21 @@ def test_several_turns_append_in_order_with_one_seq_update_and_one_insert(owner)
     agent = Agent.objects.get(owner=owner, handle="concierge")
     conv = conversation_create(owner=owner, agent=agent)
     message_append(conversation_id=conv.pk, speaker_kind="owner", content=[text_block("first")])
-    batch = [Message(speaker_kind="agent", speaker_agent=agent, content=[text_block(t)]) for t in "abc"]
+    batch = [
+        Message(speaker_kind="agent", speaker_agent=agent, content=[text_block(t)]) for t in "abc"
+    ]
     with CaptureQueriesContext(connection) as queries:
         written = messages_append(conversation_id=conv.pk, messages=batch)
-    writes = [q["sql"].split()[0] for q in queries.captured_queries
-              if q["sql"].split()[0] in ("UPDATE", "INSERT")]
+    writes = [
+        q["sql"].split()[0]
+        for q in queries.captured_queries
+        if q["sql"].split()[0] in ("UPDATE", "INSERT")
+    ]
     assert writes == ["UPDATE", "INSERT"]
     assert [m.seq for m in written] == [2, 3, 4] and all(m.pk for m in written)
-    stored = list(Message.objects.filter(conversation=conv).order_by("seq").values_list("seq", "content"))
+    stored = list(
+        Message.objects.filter(conversation=conv).order_by("seq").values_list("seq", "content")
+    )
     assert [(s, c[0]["text"]) for s, c in stored] == [(1, "first"), (2, "a"), (3, "b"), (4, "c")]
     assert messages_append(conversation_id=conv.pk, messages=[]) == []
     assert message_append(conversation_id=conv.pk, speaker_kind="owner", content=[]).seq == 5

@@ -36,10 +36,19 @@ def test_production_offers_scripted_accounts_to_staff_only(api, settings, admin_
     response = post(api)
     assert response.status_code == 400
     assert response.json()["errors"][0]["code"] == "SCRIPTED_NOT_ALLOWED"
-    made = admin_client.post("/admin/garden/modelaccount/add/", {
-        "owner": owner.pk, "name": "demo script", "provider": "scripted", "model": "scripted",
-        "base_url": "", "credential": "", "timeout_seconds": "60",
-        "options": '{"default": "Hello from staff."}'})
+    made = admin_client.post(
+        "/admin/garden/modelaccount/add/",
+        {
+            "owner": owner.pk,
+            "name": "demo script",
+            "provider": "scripted",
+            "model": "scripted",
+            "base_url": "",
+            "credential": "",
+            "timeout_seconds": "60",
+            "options": '{"default": "Hello from staff."}',
+        },
+    )
     assert made.status_code == 302, made.content.decode()[:3000]
     assert ModelAccount.objects.filter(name="demo script", owner=owner).exists()
 
@@ -48,15 +57,25 @@ def test_the_default_is_on_in_development_and_off_in_production(monkeypatch):
     import subprocess
     import sys
 
-    code = "import django,os; django.setup(); from django.conf import settings; " \
-           "print(settings.GARDEN_ALLOW_SCRIPTED_ACCOUNTS)"
+    code = (
+        "import django,os; django.setup(); from django.conf import settings; "
+        "print(settings.GARDEN_ALLOW_SCRIPTED_ACCOUNTS)"
+    )
     base = {"DJANGO_SETTINGS_MODULE": "config.settings", "PATH": "/usr/bin:/bin"}
     import os
 
     base["GARDEN_VAR_DIR"] = os.environ.get("GARDEN_VAR_DIR", "/tmp")
     dev = subprocess.run([sys.executable, "-c", code], env=base, capture_output=True, text=True)
-    prod = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={
-        **base, "GARDEN_ENV": "production", "DJANGO_SECRET_KEY": "x" * 60,
-        "DJANGO_ALLOWED_HOSTS": "garden.example"})
+    prod = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={
+            **base,
+            "GARDEN_ENV": "production",
+            "DJANGO_SECRET_KEY": "x" * 60,
+            "DJANGO_ALLOWED_HOSTS": "garden.example",
+        },
+    )
     assert dev.stdout.strip() == "True", dev.stderr
     assert prod.stdout.strip() == "False", prod.stderr

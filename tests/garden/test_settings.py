@@ -22,12 +22,21 @@ PROBE = (
 
 
 def probe(tmp_path, **env):
-    base = {k: v for k, v in os.environ.items()
-            if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "GARDEN_ENV"}}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "GARDEN_ENV"}
+    }
     base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "GARDEN_VAR_DIR": str(tmp_path)})
     base.update(env)
-    return subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=base,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_embedded_default_needs_no_services(tmp_path):
@@ -38,12 +47,19 @@ def test_embedded_default_needs_no_services(tmp_path):
     assert cfg["broker"].startswith("filesystem://")
     assert cfg["layer"] == "channels.layers.InMemoryChannelLayer"
     assert cfg["lock"] == "local"
-    assert (cfg["acks_late"], cfg["reject"], cfg["prefetch"], cfg["serializer"]) == (True, True, 1, "json")
+    assert (cfg["acks_late"], cfg["reject"], cfg["prefetch"], cfg["serializer"]) == (
+        True,
+        True,
+        1,
+        "json",
+    )
     assert cfg["limit"] > 0
 
 
 def test_urls_switch_to_postgres_and_redis(tmp_path):
-    out = probe(tmp_path, DATABASE_URL="postgres://u@db:5432/garden", REDIS_URL="redis://cache:6379/0")
+    out = probe(
+        tmp_path, DATABASE_URL="postgres://u@db:5432/garden", REDIS_URL="redis://cache:6379/0"
+    )
     assert out.returncode == 0, out.stderr
     cfg = json.loads(out.stdout)
     assert cfg["db"] == "django.db.backends.postgresql"
@@ -77,39 +93,74 @@ def test_check_deploy_is_clean_in_production(tmp_path):
     Security model says, reports nothing at WARNING or above."""
     from cryptography.fernet import Fernet
 
-    base = {k: v for k, v in os.environ.items()
-            if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "GARDEN_ENV",
-                         "DJANGO_DEBUG", "GARDEN_ALLOW_SCRIPTED_ACCOUNTS"}}
-    base.update({
-        "DJANGO_SETTINGS_MODULE": "config.settings", "GARDEN_VAR_DIR": str(tmp_path),
-        "GARDEN_ENV": "production", "DJANGO_SECRET_KEY": Fernet.generate_key().decode() * 2,
-        "DJANGO_ALLOWED_HOSTS": "garden.example.com",
-        "GARDEN_FERNET_KEYS": Fernet.generate_key().decode(),
-    })
-    out = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level",
-                          "WARNING"], cwd=ROOT, env=base, capture_output=True, text=True,
-                         timeout=120)
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in {
+            "DATABASE_URL",
+            "REDIS_URL",
+            "DJANGO_SECRET_KEY",
+            "GARDEN_ENV",
+            "DJANGO_DEBUG",
+            "GARDEN_ALLOW_SCRIPTED_ACCOUNTS",
+        }
+    }
+    base.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "GARDEN_VAR_DIR": str(tmp_path),
+            "GARDEN_ENV": "production",
+            "DJANGO_SECRET_KEY": Fernet.generate_key().decode() * 2,
+            "DJANGO_ALLOWED_HOSTS": "garden.example.com",
+            "GARDEN_FERNET_KEYS": Fernet.generate_key().decode(),
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "no issues" in out.stdout, out.stdout
     # Left unconfigured, the same check names what is missing.
     del base["GARDEN_FERNET_KEYS"]
-    out = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=base,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy"],
+        cwd=ROOT,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "garden.W001" in out.stdout + out.stderr
 
 
 def test_production_settings_protect_the_session(tmp_path):
-    code = ("import django, json; django.setup(); from django.conf import settings as s; "
-            "print(json.dumps([s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
-            "s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS > 0, s.DEBUG, "
-            "s.GARDEN_ALLOW_SCRIPTED_ACCOUNTS, getattr(s, 'SECURE_PROXY_SSL_HEADER', None)]))")
+    code = (
+        "import django, json; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, "
+        "s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS > 0, s.DEBUG, "
+        "s.GARDEN_ALLOW_SCRIPTED_ACCOUNTS, getattr(s, 'SECURE_PROXY_SSL_HEADER', None)]))"
+    )
     env = {k: v for k, v in os.environ.items() if k not in {"DJANGO_DEBUG", "GARDEN_ENV"}}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "GARDEN_VAR_DIR": str(tmp_path),
-                "GARDEN_ENV": "production", "DJANGO_SECRET_KEY": "k" * 60})
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=60)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "GARDEN_VAR_DIR": str(tmp_path),
+            "GARDEN_ENV": "production",
+            "DJANGO_SECRET_KEY": "k" * 60,
+        }
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert json.loads(run.stdout) == [True, True, True, True, False, False, None], run.stderr
     env["GARDEN_BEHIND_PROXY"] = "1"
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=60)
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert json.loads(run.stdout)[-1] == ["HTTP_X_FORWARDED_PROTO", "https"], run.stderr

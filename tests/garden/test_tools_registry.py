@@ -23,7 +23,13 @@ print(sum(seen))
 
 
 def test_eight_threads_of_a_fresh_process_all_see_the_built_in_tools(tmp_path):
-    out = subprocess.run([sys.executable, "-c", RACE], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, env={"GARDEN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-c", RACE],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"GARDEN_VAR_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "8"

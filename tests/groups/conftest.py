@@ -10,21 +10,38 @@ from groups.models import Group, Membership
 
 
 def scripted(owner, name: str, rules: list, default: str = "ok", **extra):
-    return model_account_create(owner=owner, name=name, provider="scripted", model="scripted",
-                                options={"rules": rules, "default": default, **extra})
+    return model_account_create(
+        owner=owner,
+        name=name,
+        provider="scripted",
+        model="scripted",
+        options={"rules": rules, "default": default, **extra},
+    )
 
 
-def make_group(owner, *, concierge_rules: list, members: dict[str, list], concierge_default: str = "Done.",
-               name: str = "Team") -> Group:
+def make_group(
+    owner,
+    *,
+    concierge_rules: list,
+    members: dict[str, list],
+    concierge_default: str = "Done.",
+    name: str = "Team",
+) -> Group:
     """A group with Concierge as coordinator and one scripted member per ``members`` entry."""
     concierge = agent_builtins_ensure(owner=owner)[Agent.Builtin.CONCIERGE]
-    concierge.model_account = scripted(owner, "concierge-script", concierge_rules, concierge_default)
+    concierge.model_account = scripted(
+        owner, "concierge-script", concierge_rules, concierge_default
+    )
     concierge.save(update_fields=["model_account"])
     group = Group.objects.create(owner=owner, name=name, coordinator=concierge)
     Membership.objects.create(group=group, agent=concierge, position=0)
     for i, (handle, rules) in enumerate(members.items(), start=1):
         agent = Agent.objects.filter(owner=owner, handle=handle).first() or agent_create(
-            owner=owner, handle=handle, name=handle.title(), model_account=scripted(owner, handle, rules))
+            owner=owner,
+            handle=handle,
+            name=handle.title(),
+            model_account=scripted(owner, handle, rules),
+        )
         Membership.objects.create(group=group, agent=agent, position=i)
     return group
 
@@ -33,4 +50,5 @@ def make_group(owner, *, concierge_rules: list, members: dict[str, list], concie
 def group_factory(owner):
     def build(**kwargs):
         return make_group(owner, **kwargs)
+
     return build

@@ -15,20 +15,33 @@ from groups.services.approvals import ApprovalError, approval_decide
 from groups.services.requests import request_create, request_stop_active
 from tests.conftest import wait_for
 
-WRITE = {"name": "file.write", "arguments": {"title": "Savings plan", "content": "Save 800 a month."}}
-ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Write the plan down."}}
+WRITE = {
+    "name": "file.write",
+    "arguments": {"title": "Savings plan", "content": "Save 800 a month."},
+}
+ASK_LEDGER = {
+    "name": "group.ask",
+    "arguments": {"member": "ledger", "request": "Write the plan down."},
+}
 
 
 @pytest.fixture
 def writing_group(group_factory, owner):
     group = group_factory(
-        concierge_rules=[{"after_tool_result": True, "reply": "The plan is written."},
-                         {"reply": {"tool_calls": [ASK_LEDGER]}}],
-        members={"ledger": [{"after_tool_result": True, "reply": "Saved the plan."},
-                            {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}}]},
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "The plan is written."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Saved the plan."},
+                {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}},
+            ]
+        },
     )
     Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["file.write"], approval_tools=["file.write"])
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
     return group
 
 
@@ -38,7 +51,9 @@ def state_of(request):
 
 
 def pending_approval(request):
-    return wait_for(lambda: Approval.objects.filter(request=request, status="pending").first(), timeout=30)
+    return wait_for(
+        lambda: Approval.objects.filter(request=request, status="pending").first(), timeout=30
+    )
 
 
 def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once(
@@ -49,11 +64,15 @@ def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once
     assert state_of(request) == "awaiting_approval"
     assert approval.agent.handle == "ledger" and approval.action == WRITE
     second = request_create(group=writing_group, text="And then summarise it.")
-    snapshot = (Message.objects.filter(request=request).exclude(kind="activity").count(),
-                CallReservation.objects.count())
+    snapshot = (
+        Message.objects.filter(request=request).exclude(kind="activity").count(),
+        CallReservation.objects.count(),
+    )
     time.sleep(1.5)  # a window in which no step may run
-    assert (Message.objects.filter(request=request).exclude(kind="activity").count(),
-            CallReservation.objects.count()) == snapshot
+    assert (
+        Message.objects.filter(request=request).exclude(kind="activity").count(),
+        CallReservation.objects.count(),
+    ) == snapshot
     assert state_of(second) == "queued" and Artifact.objects.count() == 0
 
     decision = approval_decide(user=owner, approval_id=approval.pk, decision="approve")
@@ -61,19 +80,32 @@ def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once
     wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 1
     assert Artifact.objects.get().title == "Savings plan"
-    result = Message.objects.filter(request=request, content__0__type="tool_result",
-                                    content__0__call_id=approval.tool_call_id).get()
-    assert result.speaker_agent.handle == "ledger" and "Wrote artifact" in result.content[0]["content"]
-    wait_for(lambda: state_of(second) in GroupRequest.FINISHED_STATES or state_of(second) == "awaiting_approval",
-             timeout=30)
+    result = Message.objects.filter(
+        request=request, content__0__type="tool_result", content__0__call_id=approval.tool_call_id
+    ).get()
+    assert (
+        result.speaker_agent.handle == "ledger" and "Wrote artifact" in result.content[0]["content"]
+    )
+    wait_for(
+        lambda: (
+            state_of(second) in GroupRequest.FINISHED_STATES
+            or state_of(second) == "awaiting_approval"
+        ),
+        timeout=30,
+    )
     # A repeated identical decision returns the first outcome and runs nothing.
-    again = approval_decide(user=owner, approval_id=approval.pk, decision="approve", surface="telegram")
+    again = approval_decide(
+        user=owner, approval_id=approval.pk, decision="approve", surface="telegram"
+    )
     assert again.repeated and again.approval.surface == "dashboard"
     with pytest.raises(ApprovalError) as err:
         approval_decide(user=owner, approval_id=approval.pk, decision="reject")
     assert (err.value.code, err.value.status) == ("APPROVAL_ALREADY_DECIDED", 409)
     time.sleep(0.5)
-    assert Artifact.objects.filter(title="Savings plan", conversation=request.conversation).count() == 1
+    assert (
+        Artifact.objects.filter(title="Savings plan", conversation=request.conversation).count()
+        == 1
+    )
 
 
 def test_reject_resumes_without_the_action(celery_worker_thread, writing_group, owner):
@@ -82,8 +114,9 @@ def test_reject_resumes_without_the_action(celery_worker_thread, writing_group, 
     approval_decide(user=owner, approval_id=approval.pk, decision="reject", surface="telegram")
     wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 0
-    result = Message.objects.get(request=request, content__0__call_id=approval.tool_call_id,
-                                 content__0__type="tool_result")
+    result = Message.objects.get(
+        request=request, content__0__call_id=approval.tool_call_id, content__0__type="tool_result"
+    )
     assert result.content[0]["is_error"] and "REJECTED" in result.content[0]["content"]
     approval.refresh_from_db()
     assert (approval.status, approval.surface) == ("rejected", "telegram")
@@ -122,7 +155,9 @@ def test_fifty_concurrent_duplicate_approvals_run_the_action_once(writing_group,
     def decide_and_execute():
         try:
             barrier.wait()
-            results.append(approval_decide(user=owner, approval_id=approval.pk, decision="approve").repeated)
+            results.append(
+                approval_decide(user=owner, approval_id=approval.pk, decision="approve").repeated
+            )
             results.append(approval_execute(approval_id=approval.pk))
         except Exception as exc:  # collected and asserted below
             errors.append(exc)
@@ -140,7 +175,9 @@ def test_fifty_concurrent_duplicate_approvals_run_the_action_once(writing_group,
     assert Artifact.objects.count() == 1
 
 
-def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(writing_group, owner, transactional_db):
+def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(
+    writing_group, owner, transactional_db
+):
     from celery.contrib.testing.worker import start_worker
 
     from config.celery import app
@@ -154,6 +191,8 @@ def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(wri
     approval_decide(user=owner, approval_id=approval.pk, decision="approve", surface="telegram")
     time.sleep(0.5)
     assert state_of(request) == "awaiting_approval" and Artifact.objects.count() == 0
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=15):
+    with start_worker(
+        app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=15
+    ):
         wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 1

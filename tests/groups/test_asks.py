@@ -11,28 +11,46 @@ from tests.groups.test_loop_budget import _run_inline
 
 pytestmark = pytest.mark.django_db
 
-ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "@ledger", "request": "Figures, please."}}
-HELP = {"name": "group.request_help", "arguments": {"member": "advisor", "request": "Check my plan."}}
+ASK_LEDGER = {
+    "name": "group.ask",
+    "arguments": {"member": "@ledger", "request": "Figures, please."},
+}
+HELP = {
+    "name": "group.request_help",
+    "arguments": {"member": "advisor", "request": "Check my plan."},
+}
 
 
 def results(request, handle):
-    return [b for m in Message.objects.filter(request=request, speaker_agent__handle=handle)
-            for b in m.content if b["type"] == "tool_result"]
+    return [
+        b
+        for m in Message.objects.filter(request=request, speaker_agent__handle=handle)
+        for b in m.content
+        if b["type"] == "tool_result"
+    ]
 
 
 def said(request):
-    return [m.speaker_agent.handle for m in Message.objects.filter(request=request, kind="turn",
-                                                                      speaker_kind="agent")
-            if m.content[0]["type"] == "text"]
+    return [
+        m.speaker_agent.handle
+        for m in Message.objects.filter(request=request, kind="turn", speaker_kind="agent")
+        if m.content[0]["type"] == "text"
+    ]
 
 
 def team(group_factory):
     return group_factory(
-        concierge_rules=[{"after_tool_result": True, "reply": "Concluded."},
-                         {"reply": {"tool_calls": [ASK_LEDGER]}}],
-        members={"ledger": [{"after_tool_result": True, "reply": "Figures done; advisor will check."},
-                            {"reply": {"tool_calls": [HELP]}}],
-                 "advisor": [{"reply": "Plan checked."}]},
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Figures done; advisor will check."},
+                {"reply": {"tool_calls": [HELP]}},
+            ],
+            "advisor": [{"reply": "Plan checked."}],
+        },
     )
 
 
@@ -44,7 +62,9 @@ def test_a_member_asks_for_help_through_the_coordinator_when_allowlisted(group_f
     _run_inline(request)
     assert said(request) == ["ledger", "advisor", "concierge"]
     assert "Scheduled through @concierge" in results(request, "ledger")[0]["content"]
-    activity = Message.objects.filter(request=request, kind="activity").values_list("content", flat=True)
+    activity = Message.objects.filter(request=request, kind="activity").values_list(
+        "content", flat=True
+    )
     assert any("Ledger asked Concierge for Advisor's help." == c[0]["text"] for c in activity)
 
 
@@ -60,11 +80,20 @@ def test_help_outside_the_allowlist_is_refused_and_queues_no_one(group_factory):
 def test_asking_a_non_member_is_a_named_error_and_queues_no_one(group_factory, owner):
     from garden.services.agents import agent_create, scripted_account_for
 
-    agent_create(owner=owner, handle="outsider", name="Outsider", model_account=scripted_account_for(owner=owner))
+    agent_create(
+        owner=owner,
+        handle="outsider",
+        name="Outsider",
+        model_account=scripted_account_for(owner=owner),
+    )
     ask = {"name": "group.ask", "arguments": {"member": "outsider", "request": "Join in."}}
-    group = group_factory(concierge_rules=[{"after_tool_result": True, "reply": "Alone, then."},
-                                           {"reply": {"tool_calls": [ask]}}],
-                          members={"ledger": []})
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Alone, then."},
+            {"reply": {"tool_calls": [ask]}},
+        ],
+        members={"ledger": []},
+    )
     request = request_create(group=group, text="Go.")
     _run_inline(request)
     error = results(request, "concierge")[0]
@@ -75,8 +104,13 @@ def test_asking_a_non_member_is_a_named_error_and_queues_no_one(group_factory, o
 
 def test_bad_ask_arguments_are_refused_by_schema(group_factory):
     ask = {"name": "group.ask", "arguments": {"member": "ledger"}}
-    group = group_factory(concierge_rules=[{"after_tool_result": True, "reply": "Ok."},
-                                           {"reply": {"tool_calls": [ask]}}], members={"ledger": []})
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Ok."},
+            {"reply": {"tool_calls": [ask]}},
+        ],
+        members={"ledger": []},
+    )
     request = request_create(group=group, text="Go.")
     _run_inline(request)
     assert results(request, "concierge")[0]["content"].startswith("INVALID_TOOL_ARGUMENTS")

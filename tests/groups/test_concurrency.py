@@ -52,8 +52,10 @@ def _race(request_ids, agent_id, purpose):
     connections.close_all()
     ctx = multiprocessing.get_context("fork")
     barrier, results = ctx.Barrier(8), ctx.Queue()
-    procs = [ctx.Process(target=_reserve_many, args=(request_ids, agent_id, purpose, barrier, results))
-             for _ in range(8)]
+    procs = [
+        ctx.Process(target=_reserve_many, args=(request_ids, agent_id, purpose, barrier, results))
+        for _ in range(8)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -66,15 +68,20 @@ def test_eight_processes_racing_reservations_never_exceed_the_limit(group_factor
     requests = []
     for state in ("running", "synthesizing", "completed"):
         group = group_factory(concierge_rules=[], members={"ledger": []}, name=state)
-        requests.append(GroupRequest.objects.create(group=group, conversation=_conversation(group),
-                                                    state=state))
+        requests.append(
+            GroupRequest.objects.create(group=group, conversation=_conversation(group), state=state)
+        )
     agent_id = group.coordinator_id
     ids = [r.pk for r in requests]
     assert _race(ids, agent_id, "working") == 11
     assert _race(ids, agent_id, "synthesis") == 1
     for request in requests:
         request.refresh_from_db()
-    assert [(r.working_reserved, r.synthesis_reserved) for r in requests] == [(11, 0), (0, 1), (0, 0)]
+    assert [(r.working_reserved, r.synthesis_reserved) for r in requests] == [
+        (11, 0),
+        (0, 1),
+        (0, 0),
+    ]
     assert CallReservation.objects.filter(request=requests[0]).count() == 11
     assert CallReservation.objects.filter(request=requests[1]).count() == 1
 
@@ -93,13 +100,21 @@ def worker_env() -> dict[str, str]:
 
 def test_two_workers_flooded_with_duplicate_deliveries_never_overlap_steps(group_factory, tmp_path):
     group = group_factory(
-        concierge_rules=[{"when": "consolidated answer", "reply": "Final."},
-                         {"reply": {"text": "More.", "tool_calls": [ASK_LEDGER]}}],
+        concierge_rules=[
+            {"when": "consolidated answer", "reply": "Final."},
+            {"reply": {"text": "More.", "tool_calls": [ASK_LEDGER]}},
+        ],
         members={"ledger": [{"reply": "A figure."}]},
     )
     connections.close_all()
-    with running_worker(pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "a.log"), \
-         running_worker(pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "b.log"):
+    with (
+        running_worker(
+            pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "a.log"
+        ),
+        running_worker(
+            pool="threads", concurrency=4, env=worker_env(), log_path=tmp_path / "b.log"
+        ),
+    ):
         request = request_create(group=group, text="Keep digging.")
         # Every step is delivered again and again, to both workers, stale and current alike.
         deadline = time.monotonic() + 90
@@ -114,14 +129,25 @@ def test_two_workers_flooded_with_duplicate_deliveries_never_overlap_steps(group
     assert request.state == "completed", (request.outcome_code, request.outcome)
     assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
     # One model call per step: every reservation has its own fence, in order of reservation.
-    fences = list(CallReservation.objects.filter(request=request).order_by("id").values_list("fence", flat=True))
+    fences = list(
+        CallReservation.objects.filter(request=request)
+        .order_by("id")
+        .values_list("fence", flat=True)
+    )
     assert len(fences) == 12 and fences == sorted(set(fences))
     # Turns were written in fence order and no step wrote twice.
-    steps = list(Message.objects.filter(request=request).exclude(step=None).order_by("seq")
-                 .values_list("step", flat=True))
+    steps = list(
+        Message.objects.filter(request=request)
+        .exclude(step=None)
+        .order_by("seq")
+        .values_list("step", flat=True)
+    )
     assert steps == sorted(steps)
-    turns = list(Message.objects.filter(request=request, kind="turn", speaker_agent__handle="ledger")
-                 .values_list("step", flat=True))
+    turns = list(
+        Message.objects.filter(
+            request=request, kind="turn", speaker_agent__handle="ledger"
+        ).values_list("step", flat=True)
+    )
     assert len(turns) == len(set(turns)) == 5
 
 
@@ -129,8 +155,10 @@ def test_a_worker_killed_mid_step_is_recovered_by_fence_with_no_lost_or_duplicat
     group_factory, tmp_path
 ):
     group = group_factory(
-        concierge_rules=[{"after_tool_result": True, "reply": "Done with the figure."},
-                         {"reply": {"tool_calls": [ASK_LEDGER]}}],
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Done with the figure."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
         members={"ledger": [{"reply": "Figure: 42."}]},
     )
     ledger = group.memberships.get(agent__handle="ledger").agent
@@ -140,8 +168,12 @@ def test_a_worker_killed_mid_step_is_recovered_by_fence_with_no_lost_or_duplicat
     env = worker_env()
     with running_worker(env=env, log_path=tmp_path / "killed.log") as doomed:
         request = request_create(group=group, text="One figure.")
-        wait_for(lambda: CallReservation.objects.filter(request=request, agent=ledger, status="reserved").exists(),
-                 timeout=30)
+        wait_for(
+            lambda: CallReservation.objects.filter(
+                request=request, agent=ledger, status="reserved"
+            ).exists(),
+            timeout=30,
+        )
         os.kill(doomed.pid, signal.SIGKILL)
         doomed.wait(10)
     lost = CallReservation.objects.get(request=request, agent=ledger)

@@ -22,8 +22,13 @@ def signed_in(user) -> CsrfClient:
 
 
 def slow_group(owner, name: str, delay: float):
-    group = make_group(owner, name=name, concierge_rules=[], concierge_default=f"Done in {name}.",
-                       members={"ledger": []})
+    group = make_group(
+        owner,
+        name=name,
+        concierge_rules=[],
+        concierge_default=f"Done in {name}.",
+        members={"ledger": []},
+    )
     account = group.coordinator.model_account
     account.options = {**account.options, "delay": delay}
     account.save(update_fields=["options"])
@@ -42,18 +47,27 @@ def test_a_flood_is_refused_and_waits_behind_its_own_cap_while_another_owner_is_
     flooder = django_user_model.objects.create_user(username="flooder", password="pw-flood-123")
     other = django_user_model.objects.create_user(username="other", password="pw-other-123")
     floods = [slow_group(flooder, f"Flood {n}", delay=1.0) for n in range(3)]
-    quiet = make_group(other, name="Quiet", concierge_rules=[], concierge_default="Answered.",
-                       members={"ledger": []})
+    quiet = make_group(
+        other,
+        name="Quiet",
+        concierge_rules=[],
+        concierge_default="Answered.",
+        members={"ledger": []},
+    )
     a, b = signed_in(flooder), signed_in(other)
 
-    responses = [a.post(f"/api/groups/{g.pk}/messages", {"text": f"task {i}"})
-                 for i in range(5) for g in floods]
+    responses = [
+        a.post(f"/api/groups/{g.pk}/messages", {"text": f"task {i}"})
+        for i in range(5)
+        for g in floods
+    ]
     codes = [r.status_code for r in responses]
     assert set(codes) == {202, 429}, codes
     refusals = [r.json() for r in responses if r.status_code == 429]
     assert {body["code"] for body in refusals} == {"QUEUE_FULL"}
     assert any("2 messages waiting" in body["message"] for body in refusals) or any(
-        "4 messages waiting" in body["message"] for body in refusals), refusals
+        "4 messages waiting" in body["message"] for body in refusals
+    ), refusals
     accepted = [r.json()["request"]["id"] for r in responses if r.status_code == 202]
 
     answer = b.post(f"/api/groups/{quiet.pk}/messages", {"text": "A quick one, please."})
@@ -69,8 +83,11 @@ def test_a_flood_is_refused_and_waits_behind_its_own_cap_while_another_owner_is_
         return GroupRequest.objects.get(pk=theirs).is_finished
 
     wait_for(quiet_answered, timeout=60, interval=0.1)
-    unfinished = GroupRequest.objects.filter(pk__in=accepted).exclude(
-        state__in=GroupRequest.FINISHED_STATES).count()
+    unfinished = (
+        GroupRequest.objects.filter(pk__in=accepted)
+        .exclude(state__in=GroupRequest.FINISHED_STATES)
+        .count()
+    )
     assert GroupRequest.objects.get(pk=theirs).state == "completed"
     # The other owner did not wait for the flood to drain.
     assert unfinished > 0
@@ -79,8 +96,15 @@ def test_a_flood_is_refused_and_waits_behind_its_own_cap_while_another_owner_is_
 
     # Nothing the flood had accepted is lost: every request is answered in the end, each with
     # exactly the call it reserved.
-    wait_for(lambda: not GroupRequest.objects.filter(pk__in=accepted).exclude(
-        state__in=GroupRequest.FINISHED_STATES).exists(), timeout=120, interval=0.2)
+    wait_for(
+        lambda: (
+            not GroupRequest.objects.filter(pk__in=accepted)
+            .exclude(state__in=GroupRequest.FINISHED_STATES)
+            .exists()
+        ),
+        timeout=120,
+        interval=0.2,
+    )
     finished = GroupRequest.objects.filter(pk__in=accepted)
     assert {r.state for r in finished} == {"completed"}
     assert all(r.working_reserved == 1 and r.waiting_for == "" for r in finished)
@@ -90,8 +114,10 @@ def test_a_flood_is_refused_and_waits_behind_its_own_cap_while_another_owner_is_
 def test_posting_faster_than_the_message_rate_is_a_429_naming_the_limit(api, owner, settings):
     settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "messages": "3/min"}
     group = make_group(owner, concierge_rules=[], members={"ledger": []})
-    codes = [api.post(f"/api/groups/{group.pk}/messages", {"text": f"m{i}"}).status_code
-             for i in range(3)]
+    codes = [
+        api.post(f"/api/groups/{group.pk}/messages", {"text": f"m{i}"}).status_code
+        for i in range(3)
+    ]
     assert codes == [202, 202, 202]
     refused = api.post(f"/api/groups/{group.pk}/messages", {"text": "one more"})
     assert refused.status_code == 429
@@ -111,8 +137,10 @@ def test_each_owner_quota_is_a_named_refusal_with_its_limit(api, owner, settings
     settings.GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = 2
     settings.GARDEN_MAX_MISSIONS_PER_OWNER = 1
     account = scripted_account_for(owner=owner)
-    members = [agent_create(owner=owner, handle=h, name=h, model_account=account).pk
-               for h in ("ledger", "advisor")]
+    members = [
+        agent_create(owner=owner, handle=h, name=h, model_account=account).pk
+        for h in ("ledger", "advisor")
+    ]
     refused = api.post("/api/agents", {"handle": "third", "name": "Third"})
     assert (refused.status_code, refused.json()["code"]) == (409, "AGENT_LIMIT")
     assert "4 agents" in refused.json()["message"]
@@ -123,13 +151,20 @@ def test_each_owner_quota_is_a_named_refusal_with_its_limit(api, owner, settings
     assert (second.status_code, second.json()["code"]) == (409, "GROUP_LIMIT")
     assert "1 groups" in second.json()["message"]
 
-    assert api.post("/api/model-accounts", {"name": "s2", "provider": "scripted"}).status_code == 201
+    assert (
+        api.post("/api/model-accounts", {"name": "s2", "provider": "scripted"}).status_code == 201
+    )
     third = api.post("/api/model-accounts", {"name": "s3", "provider": "scripted"})
     assert (third.status_code, third.json()["code"]) == (409, "ACCOUNT_LIMIT")
 
     group_id = api.get("/api/groups").json()[0]["id"]
-    mission = {"name": "Weekly", "prompt": "Summarise the week.", "target_type": "group",
-               "target_id": group_id, "schedule": {"every_seconds": 3600}}
+    mission = {
+        "name": "Weekly",
+        "prompt": "Summarise the week.",
+        "target_type": "group",
+        "target_id": group_id,
+        "schedule": {"every_seconds": 3600},
+    }
     assert api.post("/api/missions", mission).status_code == 201, api.post("/api/missions", mission)
     again = api.post("/api/missions", {**mission, "name": "Again"})
     assert (again.status_code, again.json()["code"]) == (409, "MISSION_LIMIT")
@@ -147,7 +182,9 @@ def test_a_mission_more_frequent_than_the_minimum_interval_is_refused(api, owner
         assert (error["code"], error["field"]) == ("SCHEDULE_TOO_FREQUENT", "schedule")
         assert "every 600 seconds" in error["message"]
     for schedule in ({"every_seconds": 600}, {"minute": "0", "hour": "*/2"}, {"minute": "0,30"}):
-        assert api.post("/api/missions", {**base, "schedule": schedule}).status_code == 201, schedule
+        assert api.post("/api/missions", {**base, "schedule": schedule}).status_code == 201, (
+            schedule
+        )
 
 
 @pytest.mark.django_db
@@ -179,13 +216,22 @@ def test_a_reply_runs_at_most_the_tool_cap_and_the_rest_are_answered_not_run(
 
     settings.GARDEN_MAX_TOOL_CALLS_PER_REPLY = 3
     recall = {"name": "memory.recall", "arguments": {}}
-    group = make_group(owner, concierge_rules=[
-        {"after_tool_result": True, "reply": "Done."},
-        {"reply": {"tool_calls": [recall] * 5}}], members={"ledger": []})
+    group = make_group(
+        owner,
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Done."},
+            {"reply": {"tool_calls": [recall] * 5}},
+        ],
+        members={"ledger": []},
+    )
     Agent.objects.filter(pk=group.coordinator_id).update(enabled_tools=["memory.recall"])
     request = request_create(group=group, text="Recall everything, five times.")
     wait_for(lambda: GroupRequest.objects.get(pk=request.pk).is_finished, timeout=30)
-    results = [b for m in Message.objects.filter(request=request) for b in m.content
-               if b["type"] == "tool_result"]
+    results = [
+        b
+        for m in Message.objects.filter(request=request)
+        for b in m.content
+        if b["type"] == "tool_result"
+    ]
     assert len(results) == 5
     assert [b["content"].startswith("NOT_RUN") for b in results] == [False] * 3 + [True] * 2

@@ -14,17 +14,26 @@ from django.db import connection, connections
 from bench.fake_provider import FakeProvider
 from bench.faults import Harness, popen_spawner, scenario_kill, scenario_stop, worker_env
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True),
-              pytest.mark.timeout(120)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.timeout(120),
+]
 
 
 @pytest.fixture
 def harness(tmp_path, loopback_providers):
     s = connection.settings_dict
-    database_url = f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    database_url = (
+        f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    )
     provider = FakeProvider(seed=11).start()
-    h = Harness(provider_url=provider.url, log=lambda line: None,
-                spawn=popen_spawner(tmp_path, worker_env(database_url, settings.REDIS_URL)))
+    h = Harness(
+        provider_url=provider.url,
+        log=lambda line: None,
+        spawn=popen_spawner(tmp_path, worker_env(database_url, settings.REDIS_URL)),
+    )
     connections.close_all()
     h.start_sweeper()
     try:
@@ -46,7 +55,9 @@ def test_a_worker_killed_at_a_point_of_a_step_loses_and_duplicates_nothing(harne
 
 
 def test_a_worker_stopped_past_its_lock_ttl_never_writes_after_the_takeover(harness):
-    result = scenario_stop(harness, 1, rng=random.Random(5), workers=2, active=2, latency=0.6, bound=40)
+    result = scenario_stop(
+        harness, 1, rng=random.Random(5), workers=2, active=2, latency=0.6, bound=40
+    )
     assert result.faults == 1
     assert result.violations == []
     # The frozen steps woke up, tried to record their reply and were refused by the fence.

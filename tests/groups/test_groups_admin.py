@@ -26,13 +26,17 @@ def team(owner):
         "concierge": Agent.objects.get(owner=owner, builtin="concierge"),
         "father": Agent.objects.get(owner=owner, builtin="maker"),
         "ledger": agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account),
-        "advisor": agent_create(owner=owner, handle="advisor", name="Advisor", model_account=account),
+        "advisor": agent_create(
+            owner=owner, handle="advisor", name="Advisor", model_account=account
+        ),
     }
 
 
 @pytest.fixture
 def group(owner, team):
-    return group_create(owner=owner, name="Household", members=[team["ledger"].pk, team["advisor"].pk])
+    return group_create(
+        owner=owner, name="Household", members=[team["ledger"].pk, team["advisor"].pk]
+    )
 
 
 def change_form(group, *, name=None, coordinator=None, members=None):
@@ -61,7 +65,9 @@ def change_form(group, *, name=None, coordinator=None, members=None):
     return data
 
 
-def test_staff_list_groups_with_owner_members_coordinator_and_state(client, staff, group, owner, team):
+def test_staff_list_groups_with_owner_members_coordinator_and_state(
+    client, staff, group, owner, team
+):
     archived = group_create(owner=owner, name="Old books", members=[team["ledger"].pk])
     group_archive(group=archived)
     page = client.get("/admin/groups/group/")
@@ -86,28 +92,45 @@ def test_deleted_groups_are_hidden_unless_the_filter_asks(client, staff, group, 
 
 def test_a_valid_change_goes_through_the_service(client, staff, group, team):
     assert client.get(f"/admin/groups/group/{group.pk}/change/").status_code == 200
-    data = change_form(group, name="  Money  ", coordinator=team["ledger"].pk,
-                       members=[team["advisor"].pk, team["ledger"].pk, team["concierge"].pk])
+    data = change_form(
+        group,
+        name="  Money  ",
+        coordinator=team["ledger"].pk,
+        members=[team["advisor"].pk, team["ledger"].pk, team["concierge"].pk],
+    )
     response = client.post(f"/admin/groups/group/{group.pk}/change/", data)
     assert response.status_code == 302, response.content.decode()[:3000]
     group.refresh_from_db()
     assert group.name == "Money" and group.coordinator_id == team["ledger"].pk
     assert list(group.memberships.order_by("position").values_list("agent__handle", flat=True)) == [
-        "advisor", "ledger", "concierge"]
+        "advisor",
+        "ledger",
+        "concierge",
+    ]
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
         (lambda t: {"name": "   "}, "A group needs a name."),
-        (lambda t: {"coordinator": t["father"].pk},
-         "Agent Father cannot join a group: the maker&#x27;s platform tools stay outside the room."),
-        (lambda t: {"members": [t["concierge"].pk, t["advisor"].pk]},
-         "A group needs 2 members besides Agent Father that can run."),
-        (lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["advisor"].pk, t["father"].pk]},
-         "Agent Father cannot join a group"),
-        (lambda t: {"members": [t["ledger"].pk, t["advisor"].pk]},
-         "The coordinator stays a member; choose another coordinator before taking it out."),
+        (
+            lambda t: {"coordinator": t["father"].pk},
+            "Agent Father cannot join a group: the maker&#x27;s platform tools stay outside the room.",
+        ),
+        (
+            lambda t: {"members": [t["concierge"].pk, t["advisor"].pk]},
+            "A group needs 2 members besides Agent Father that can run.",
+        ),
+        (
+            lambda t: {
+                "members": [t["concierge"].pk, t["ledger"].pk, t["advisor"].pk, t["father"].pk]
+            },
+            "Agent Father cannot join a group",
+        ),
+        (
+            lambda t: {"members": [t["ledger"].pk, t["advisor"].pk]},
+            "The coordinator stays a member; choose another coordinator before taking it out.",
+        ),
     ],
     ids=["name", "maker coordinator", "too few", "maker member", "coordinator dropped"],
 )
@@ -116,20 +139,29 @@ def test_an_invalid_change_shows_the_rules_message_and_writes_nothing(
 ):
     # Advisor leaves garden so that Concierge and Ledger alone are not enough.
     Agent.objects.filter(pk=team["advisor"].pk).update(model_account=None)
-    before = (group.name, group.coordinator_id,
-              list(group.memberships.values_list("agent_id", "position")))
-    response = client.post(f"/admin/groups/group/{group.pk}/change/",
-                           change_form(group, **change(team)))
+    before = (
+        group.name,
+        group.coordinator_id,
+        list(group.memberships.values_list("agent_id", "position")),
+    )
+    response = client.post(
+        f"/admin/groups/group/{group.pk}/change/", change_form(group, **change(team))
+    )
     assert response.status_code == 200
     assert message in response.content.decode()
     group.refresh_from_db()
-    assert (group.name, group.coordinator_id,
-            list(group.memberships.values_list("agent_id", "position"))) == before
+    assert (
+        group.name,
+        group.coordinator_id,
+        list(group.memberships.values_list("agent_id", "position")),
+    ) == before
 
 
 def test_a_removed_member_does_not_block_a_rename_in_the_admin(client, staff, group, team):
     Agent.objects.filter(pk=team["advisor"].pk).update(removed_at=timezone.now())
-    response = client.post(f"/admin/groups/group/{group.pk}/change/", change_form(group, name="Renamed"))
+    response = client.post(
+        f"/admin/groups/group/{group.pk}/change/", change_form(group, name="Renamed")
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     group.refresh_from_db()
     assert group.name == "Renamed"
@@ -137,11 +169,17 @@ def test_a_removed_member_does_not_block_a_rename_in_the_admin(client, staff, gr
 
 def test_requests_and_reservations_are_listed_read_only(client, staff, group, team):
     conv = Conversation.objects.create(owner=group.owner, group=group)
-    request = GroupRequest.objects.create(group=group, conversation=conv, state="completed",
-                                          working_reserved=3, synthesis_reserved=1,
-                                          outcome_code="DONE")
-    CallReservation.objects.create(request=request, purpose="working", agent=team["ledger"],
-                                   fence=1, status="consumed")
+    request = GroupRequest.objects.create(
+        group=group,
+        conversation=conv,
+        state="completed",
+        working_reserved=3,
+        synthesis_reserved=1,
+        outcome_code="DONE",
+    )
+    CallReservation.objects.create(
+        request=request, purpose="working", agent=team["ledger"], fence=1, status="consumed"
+    )
     listing = client.get("/admin/groups/grouprequest/").content.decode()
     assert "completed" in listing.lower() and "DONE" in listing
     assert client.get("/admin/groups/callreservation/").status_code == 200
@@ -153,7 +191,9 @@ def test_requests_and_reservations_are_listed_read_only(client, staff, group, te
 
 def test_admin_has_no_add_and_no_hard_delete_for_groups(client, staff, group):
     assert client.get("/admin/groups/group/add/").status_code == 403
-    assert client.post(f"/admin/groups/group/{group.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert (
+        client.post(f"/admin/groups/group/{group.pk}/delete/", {"post": "yes"}).status_code == 403
+    )
     assert Group.objects.filter(pk=group.pk).exists()
 
 

@@ -18,8 +18,12 @@ pytestmark = pytest.mark.django_db
 
 
 def make_agent(owner, handle, *, runnable=True, removed=False):
-    agent = agent_create(owner=owner, handle=handle, name=handle.title(),
-                         model_account=scripted_account_for(owner=owner) if runnable else None)
+    agent = agent_create(
+        owner=owner,
+        handle=handle,
+        name=handle.title(),
+        model_account=scripted_account_for(owner=owner) if runnable else None,
+    )
     if removed:
         Agent.objects.filter(pk=agent.pk).update(removed_at=timezone.now())
         agent.refresh_from_db()
@@ -40,23 +44,34 @@ def team(owner):
 
 @pytest.fixture
 def group(owner, team):
-    return group_create(owner=owner, name="Household finances",
-                        members=[team["ledger"].pk, team["advisor"].pk])
+    return group_create(
+        owner=owner, name="Household finances", members=[team["ledger"].pk, team["advisor"].pk]
+    )
 
 
 @pytest.fixture
 def their_group(stranger):
-    return group_create(owner=stranger, name="Theirs",
-                        members=[make_agent(stranger, "scribe").pk])
+    return group_create(owner=stranger, name="Theirs", members=[make_agent(stranger, "scribe").pk])
 
 
 def counts():
-    return (Group.objects.count(), Membership.objects.count(), Conversation.objects.count(),
-            Message.objects.count(), GroupRequest.objects.count(), Approval.objects.count(),
-            MemoryNote.objects.count(), Agent.objects.count(), Artifact.objects.count(),
-            list(Group.objects.order_by("pk").values_list(
-                "name", "coordinator_id", "deleted_at", "archived_at")),
-            list(Membership.objects.order_by("pk").values_list("group_id", "agent_id", "position")))
+    return (
+        Group.objects.count(),
+        Membership.objects.count(),
+        Conversation.objects.count(),
+        Message.objects.count(),
+        GroupRequest.objects.count(),
+        Approval.objects.count(),
+        MemoryNote.objects.count(),
+        Agent.objects.count(),
+        Artifact.objects.count(),
+        list(
+            Group.objects.order_by("pk").values_list(
+                "name", "coordinator_id", "deleted_at", "archived_at"
+            )
+        ),
+        list(Membership.objects.order_by("pk").values_list("group_id", "agent_id", "position")),
+    )
 
 
 def assert_rejected(response, field, code, status=400):
@@ -75,24 +90,46 @@ def member_handles(body):
 
 
 def test_create_defaults_to_concierge_and_returns_the_group(api, team):
-    response = api.post("/api/groups", {"name": "  Household finances ",
-                                        "members": [team["ledger"].pk, team["advisor"].pk]})
+    response = api.post(
+        "/api/groups",
+        {"name": "  Household finances ", "members": [team["ledger"].pk, team["advisor"].pk]},
+    )
     assert response.status_code == 201, response.content
     body = response.json()
-    assert set(body) == {"id", "name", "coordinator", "members", "room_cap_chars",
-                         "memory_sentence", "created_at", "archived_at"}
+    assert set(body) == {
+        "id",
+        "name",
+        "coordinator",
+        "members",
+        "room_cap_chars",
+        "memory_sentence",
+        "created_at",
+        "archived_at",
+    }
     assert body["name"] == "Household finances"
     assert body["coordinator"] == {"id": team["concierge"].pk, "handle": "concierge"}
     assert member_handles(body) == ["concierge", "ledger", "advisor"]
-    assert body["members"][1] == {"id": team["ledger"].pk, "handle": "ledger", "name": "Ledger",
-                                  "colour": "#5b8def", "can_run": True, "removed": False}
+    assert body["members"][1] == {
+        "id": team["ledger"].pk,
+        "handle": "ledger",
+        "name": "Ledger",
+        "colour": "#5b8def",
+        "can_run": True,
+        "removed": False,
+    }
     assert body["memory_sentence"] == "What is in the room is seen by the room."
     assert body["room_cap_chars"] == 24_000 and body["archived_at"] is None
 
 
 def test_create_with_a_chosen_coordinator_keeps_the_list_order(api, team):
-    response = api.post("/api/groups", {"name": "Books", "coordinator": team["ledger"].pk,
-                                        "members": [team["advisor"].pk, team["ledger"].pk]})
+    response = api.post(
+        "/api/groups",
+        {
+            "name": "Books",
+            "coordinator": team["ledger"].pk,
+            "members": [team["advisor"].pk, team["ledger"].pk],
+        },
+    )
     assert response.status_code == 201, response.content
     assert member_handles(response.json()) == ["advisor", "ledger"]
     assert response.json()["coordinator"]["handle"] == "ledger"
@@ -116,34 +153,86 @@ def test_anonymous_is_refused(client, group):
 CREATE_CASES = [
     ("name blank", lambda t: {"name": "   ", "members": [t["ledger"].pk]}, "name", "NAME_REQUIRED"),
     ("name missing", lambda t: {"members": [t["ledger"].pk]}, "name", "NAME_REQUIRED"),
-    ("name long", lambda t: {"name": "x" * 101, "members": [t["ledger"].pk]}, "name", "NAME_TOO_LONG"),
+    (
+        "name long",
+        lambda t: {"name": "x" * 101, "members": [t["ledger"].pk]},
+        "name",
+        "NAME_TOO_LONG",
+    ),
     ("one member", lambda t: {"name": "n", "members": []}, "members", "TOO_FEW_MEMBERS"),
-    ("idle member", lambda t: {"name": "n", "members": [t["idle"].pk]}, "members", "TOO_FEW_MEMBERS"),
-    ("unknown", lambda t: {"name": "n", "members": [t["ledger"].pk, 987654]}, "members",
-     "MEMBER_NOT_FOUND"),
-    ("foreign", lambda t: {"name": "n", "members": [t["ledger"].pk, t["theirs"].pk]}, "members",
-     "MEMBER_NOT_FOUND"),
-    ("removed", lambda t: {"name": "n", "members": [t["ledger"].pk, t["gone"].pk]}, "members",
-     "MEMBER_REMOVED"),
-    ("maker", lambda t: {"name": "n", "members": [t["ledger"].pk, t["father"].pk]}, "members",
-     "MAKER_NOT_ALLOWED"),
-    ("duplicate", lambda t: {"name": "n", "members": [t["ledger"].pk, t["ledger"].pk]}, "members",
-     "DUPLICATE_MEMBER"),
-    ("coordinator outside", lambda t: {"name": "n", "members": [t["ledger"].pk, t["advisor"].pk],
-                                       "coordinator": t["concierge"].pk},
-     "coordinator", "COORDINATOR_NOT_MEMBER"),
-    ("coordinator idle", lambda t: {"name": "n", "coordinator": t["idle"].pk,
-                                    "members": [t["ledger"].pk, t["advisor"].pk, t["idle"].pk]},
-     "coordinator", "COORDINATOR_CANNOT_RUN"),
-    ("coordinator foreign", lambda t: {"name": "n", "members": [t["ledger"].pk, t["advisor"].pk],
-                                       "coordinator": t["theirs"].pk},
-     "coordinator", "MEMBER_NOT_FOUND"),
+    (
+        "idle member",
+        lambda t: {"name": "n", "members": [t["idle"].pk]},
+        "members",
+        "TOO_FEW_MEMBERS",
+    ),
+    (
+        "unknown",
+        lambda t: {"name": "n", "members": [t["ledger"].pk, 987654]},
+        "members",
+        "MEMBER_NOT_FOUND",
+    ),
+    (
+        "foreign",
+        lambda t: {"name": "n", "members": [t["ledger"].pk, t["theirs"].pk]},
+        "members",
+        "MEMBER_NOT_FOUND",
+    ),
+    (
+        "removed",
+        lambda t: {"name": "n", "members": [t["ledger"].pk, t["gone"].pk]},
+        "members",
+        "MEMBER_REMOVED",
+    ),
+    (
+        "maker",
+        lambda t: {"name": "n", "members": [t["ledger"].pk, t["father"].pk]},
+        "members",
+        "MAKER_NOT_ALLOWED",
+    ),
+    (
+        "duplicate",
+        lambda t: {"name": "n", "members": [t["ledger"].pk, t["ledger"].pk]},
+        "members",
+        "DUPLICATE_MEMBER",
+    ),
+    (
+        "coordinator outside",
+        lambda t: {
+            "name": "n",
+            "members": [t["ledger"].pk, t["advisor"].pk],
+            "coordinator": t["concierge"].pk,
+        },
+        "coordinator",
+        "COORDINATOR_NOT_MEMBER",
+    ),
+    (
+        "coordinator idle",
+        lambda t: {
+            "name": "n",
+            "coordinator": t["idle"].pk,
+            "members": [t["ledger"].pk, t["advisor"].pk, t["idle"].pk],
+        },
+        "coordinator",
+        "COORDINATOR_CANNOT_RUN",
+    ),
+    (
+        "coordinator foreign",
+        lambda t: {
+            "name": "n",
+            "members": [t["ledger"].pk, t["advisor"].pk],
+            "coordinator": t["theirs"].pk,
+        },
+        "coordinator",
+        "MEMBER_NOT_FOUND",
+    ),
     ("members not ids", lambda t: {"name": "n", "members": ["ledger"]}, "members.0", "invalid"),
 ]
 
 
-@pytest.mark.parametrize(("case", "payload", "field", "code"), CREATE_CASES,
-                         ids=[c[0] for c in CREATE_CASES])
+@pytest.mark.parametrize(
+    ("case", "payload", "field", "code"), CREATE_CASES, ids=[c[0] for c in CREATE_CASES]
+)
 def test_create_refusals_are_400s_with_field_and_code_and_write_nothing(
     api, team, stranger, case, payload, field, code
 ):
@@ -156,31 +245,72 @@ def test_create_refusals_are_400s_with_field_and_code_and_write_nothing(
 CHANGE_CASES = [
     ("name blank", lambda t: {"name": " "}, "name", "NAME_REQUIRED"),
     ("name long", lambda t: {"name": "y" * 101}, "name", "NAME_TOO_LONG"),
-    ("too few", lambda t: {"members": [t["concierge"].pk, t["idle"].pk]}, "members",
-     "TOO_FEW_MEMBERS"),
-    ("unknown", lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, 987654]}, "members",
-     "MEMBER_NOT_FOUND"),
-    ("foreign", lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["theirs"].pk]},
-     "members", "MEMBER_NOT_FOUND"),
-    ("add removed", lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["gone"].pk]},
-     "members", "MEMBER_REMOVED"),
-    ("add maker", lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["father"].pk]},
-     "members", "MAKER_NOT_ALLOWED"),
-    ("duplicate", lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["ledger"].pk]},
-     "members", "DUPLICATE_MEMBER"),
-    ("coordinator dropped", lambda t: {"members": [t["ledger"].pk, t["advisor"].pk]}, "members",
-     "COORDINATOR_NOT_MEMBER"),
-    ("coordinator outside", lambda t: {"coordinator": t["idle"].pk}, "coordinator",
-     "COORDINATOR_CANNOT_RUN"),
-    ("coordinator not member", lambda t: {"coordinator": t["theirs"].pk}, "coordinator",
-     "MEMBER_NOT_FOUND"),
-    ("coordinator maker", lambda t: {"coordinator": t["father"].pk}, "coordinator",
-     "MAKER_NOT_ALLOWED"),
+    (
+        "too few",
+        lambda t: {"members": [t["concierge"].pk, t["idle"].pk]},
+        "members",
+        "TOO_FEW_MEMBERS",
+    ),
+    (
+        "unknown",
+        lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, 987654]},
+        "members",
+        "MEMBER_NOT_FOUND",
+    ),
+    (
+        "foreign",
+        lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["theirs"].pk]},
+        "members",
+        "MEMBER_NOT_FOUND",
+    ),
+    (
+        "add removed",
+        lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["gone"].pk]},
+        "members",
+        "MEMBER_REMOVED",
+    ),
+    (
+        "add maker",
+        lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["father"].pk]},
+        "members",
+        "MAKER_NOT_ALLOWED",
+    ),
+    (
+        "duplicate",
+        lambda t: {"members": [t["concierge"].pk, t["ledger"].pk, t["ledger"].pk]},
+        "members",
+        "DUPLICATE_MEMBER",
+    ),
+    (
+        "coordinator dropped",
+        lambda t: {"members": [t["ledger"].pk, t["advisor"].pk]},
+        "members",
+        "COORDINATOR_NOT_MEMBER",
+    ),
+    (
+        "coordinator outside",
+        lambda t: {"coordinator": t["idle"].pk},
+        "coordinator",
+        "COORDINATOR_CANNOT_RUN",
+    ),
+    (
+        "coordinator not member",
+        lambda t: {"coordinator": t["theirs"].pk},
+        "coordinator",
+        "MEMBER_NOT_FOUND",
+    ),
+    (
+        "coordinator maker",
+        lambda t: {"coordinator": t["father"].pk},
+        "coordinator",
+        "MAKER_NOT_ALLOWED",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "payload", "field", "code"), CHANGE_CASES,
-                         ids=[c[0] for c in CHANGE_CASES])
+@pytest.mark.parametrize(
+    ("case", "payload", "field", "code"), CHANGE_CASES, ids=[c[0] for c in CHANGE_CASES]
+)
 def test_change_refusals_are_400s_with_field_and_code_and_write_nothing(
     api, team, group, stranger, case, payload, field, code
 ):
@@ -192,21 +322,32 @@ def test_change_refusals_are_400s_with_field_and_code_and_write_nothing(
 
 def test_a_coordinator_outside_the_members_is_refused_on_change(api, team, group, owner):
     outsider = make_agent(owner, "outsider")
-    assert_rejected(api.patch(f"/api/groups/{group.pk}", {"coordinator": outsider.pk}),
-                    "coordinator", "COORDINATOR_NOT_MEMBER")
+    assert_rejected(
+        api.patch(f"/api/groups/{group.pk}", {"coordinator": outsider.pk}),
+        "coordinator",
+        "COORDINATOR_NOT_MEMBER",
+    )
 
 
 def test_patch_changes_name_coordinator_and_membership_in_list_order(api, team, group):
-    response = api.patch(f"/api/groups/{group.pk}", {
-        "name": "Money", "coordinator": team["ledger"].pk,
-        "members": [team["advisor"].pk, team["ledger"].pk, team["idle"].pk],
-    })
+    response = api.patch(
+        f"/api/groups/{group.pk}",
+        {
+            "name": "Money",
+            "coordinator": team["ledger"].pk,
+            "members": [team["advisor"].pk, team["ledger"].pk, team["idle"].pk],
+        },
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["name"] == "Money" and body["coordinator"]["handle"] == "ledger"
     assert member_handles(body) == ["advisor", "ledger", "idle"]
     assert body["members"][2]["can_run"] is False
-    assert member_handles(api.get(f"/api/groups/{group.pk}").json()) == ["advisor", "ledger", "idle"]
+    assert member_handles(api.get(f"/api/groups/{group.pk}").json()) == [
+        "advisor",
+        "ledger",
+        "idle",
+    ]
 
 
 def test_a_removed_member_does_not_block_a_rename_and_can_be_taken_out(api, team, owner):
@@ -218,15 +359,21 @@ def test_a_removed_member_does_not_block_a_rename_and_can_be_taken_out(api, team
     assert renamed.json()["members"][2]["removed"] is True
 
     # Taking it out leaves only Concierge and Ledger, which still make two that can run.
-    taken_out = api.patch(f"/api/groups/{group.pk}",
-                          {"members": [team["concierge"].pk, team["ledger"].pk]})
+    taken_out = api.patch(
+        f"/api/groups/{group.pk}", {"members": [team["concierge"].pk, team["ledger"].pk]}
+    )
     assert taken_out.status_code == 200, taken_out.content
     assert member_handles(taken_out.json()) == ["concierge", "ledger"]
 
     # Adding it back is bringing it in: refused.
-    assert_rejected(api.patch(f"/api/groups/{group.pk}", {
-        "members": [team["concierge"].pk, team["ledger"].pk, team["advisor"].pk]}),
-        "members", "MEMBER_REMOVED")
+    assert_rejected(
+        api.patch(
+            f"/api/groups/{group.pk}",
+            {"members": [team["concierge"].pk, team["ledger"].pk, team["advisor"].pk]},
+        ),
+        "members",
+        "MEMBER_REMOVED",
+    )
 
 
 # --- CSRF and ownership on every route ------------------------------------------------------
@@ -311,8 +458,9 @@ def test_restore_at_59_seconds_brings_it_back_as_it_was(api, group, clock):
 def test_restore_at_61_seconds_is_gone(api, group, clock):
     api.delete(f"/api/groups/{group.pk}")
     clock["now"] += timedelta(seconds=61)
-    assert_rejected(api.post(f"/api/groups/{group.pk}/restore"), "non_field_errors",
-                    "UNDO_EXPIRED", status=410)
+    assert_rejected(
+        api.post(f"/api/groups/{group.pk}/restore"), "non_field_errors", "UNDO_EXPIRED", status=410
+    )
     group.refresh_from_db()
     assert group.deleted_at is not None
 
@@ -324,11 +472,18 @@ def test_restore_of_a_group_that_is_not_deleted_returns_it(api, group):
 
 def test_delete_stops_the_active_request_and_rejects_its_approval(api, group, team):
     conversation = Conversation.objects.create(owner=group.owner, group=group)
-    active = GroupRequest.objects.create(group=group, conversation=conversation, state="awaiting_approval")
+    active = GroupRequest.objects.create(
+        group=group, conversation=conversation, state="awaiting_approval"
+    )
     queued = GroupRequest.objects.create(group=group, conversation=conversation, state="queued")
-    approval = Approval.objects.create(owner=group.owner, request=active, conversation=conversation,
-                                       agent=team["ledger"], tool_call_id="c1",
-                                       action={"name": "files.write", "arguments": {}})
+    approval = Approval.objects.create(
+        owner=group.owner,
+        request=active,
+        conversation=conversation,
+        agent=team["ledger"],
+        tool_call_id="c1",
+        action={"name": "files.write", "arguments": {}},
+    )
     assert api.delete(f"/api/groups/{group.pk}").status_code == 200
     active.refresh_from_db()
     queued.refresh_from_db()
@@ -364,15 +519,31 @@ def test_clear_deletes_every_conversation_and_keeps_group_members_and_memory(api
     kept_members = list(group.memberships.values_list("agent_id", "position"))
     artifacts = []
     for n in range(2):
-        conv = Conversation.objects.create(owner=group.owner, group=group, carried_summary="summary")
-        request = GroupRequest.objects.create(group=group, conversation=conv,
-                                              state="running" if n == 0 else "completed")
-        message_append(conversation_id=conv.pk, speaker_kind="owner", content=[text_block("hi")],
-                       request_id=request.pk)
-        Approval.objects.create(owner=group.owner, request=request, conversation=conv,
-                                agent=team["ledger"], tool_call_id=f"c{n}", action={"name": "x"})
-        artifacts.append(Artifact.objects.create(owner=group.owner, agent=team["ledger"],
-                                                 conversation=conv, title=f"chart {n}"))
+        conv = Conversation.objects.create(
+            owner=group.owner, group=group, carried_summary="summary"
+        )
+        request = GroupRequest.objects.create(
+            group=group, conversation=conv, state="running" if n == 0 else "completed"
+        )
+        message_append(
+            conversation_id=conv.pk,
+            speaker_kind="owner",
+            content=[text_block("hi")],
+            request_id=request.pk,
+        )
+        Approval.objects.create(
+            owner=group.owner,
+            request=request,
+            conversation=conv,
+            agent=team["ledger"],
+            tool_call_id=f"c{n}",
+            action={"name": "x"},
+        )
+        artifacts.append(
+            Artifact.objects.create(
+                owner=group.owner, agent=team["ledger"], conversation=conv, title=f"chart {n}"
+            )
+        )
     one_to_one = Conversation.objects.create(owner=group.owner, agent=team["ledger"])
     MemoryNote.objects.create(owner=group.owner, scope=group.memory_scope, text="save 10%")
 

@@ -13,13 +13,17 @@ from groups.services.requests import request_create
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import ScriptedServer
 
-ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Add one more figure."}}
+ASK_LEDGER = {
+    "name": "group.ask",
+    "arguments": {"member": "ledger", "request": "Add one more figure."},
+}
 
 
 def finished(request):
     def check():
         request.refresh_from_db()
         return request.state in GroupRequest.FINISHED_STATES
+
     return check
 
 
@@ -42,7 +46,9 @@ def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synth
     assert rows.filter(purpose="working").count() == 11
     assert rows.filter(purpose="synthesis").count() == 1
     assert not rows.filter(status="reserved").exists()
-    notices = Message.objects.filter(request=request, kind="notice").values_list("content", flat=True)
+    notices = Message.objects.filter(request=request, kind="notice").values_list(
+        "content", flat=True
+    )
     assert any("working budget is spent" in c[0]["text"] for c in notices)
     final = Message.objects.filter(request=request, kind="turn").order_by("-seq").first()
     assert final.speaker_agent.handle == "concierge" and final.text.startswith("Final:")
@@ -70,18 +76,42 @@ def test_two_asks_in_one_response_are_answered_together(celery_worker_thread, gr
     group = group_factory(
         concierge_rules=[
             {"after_tool_result": True, "reply": "Both answered."},
-            {"reply": {"tool_calls": [
-                {"name": "group.ask", "arguments": {"member": "ledger", "request": "Figures."}},
-                {"name": "group.ask", "arguments": {"member": "advisor", "request": "Advice."}}]}},
+            {
+                "reply": {
+                    "tool_calls": [
+                        {
+                            "name": "group.ask",
+                            "arguments": {"member": "ledger", "request": "Figures."},
+                        },
+                        {
+                            "name": "group.ask",
+                            "arguments": {"member": "advisor", "request": "Advice."},
+                        },
+                    ]
+                }
+            },
         ],
         members={"ledger": [{"reply": "L."}], "advisor": [{"reply": "A."}]},
     )
     request = request_create(group=group, text="Go.")
     wait_for(finished(request))
-    order = [(m.speaker_agent.handle, "result" if m.content[0]["type"] == "tool_result" else m.content[0]["type"])
-             for m in Message.objects.filter(request=request, kind="turn", speaker_kind="agent").order_by("seq")]
-    assert order == [("concierge", "tool_call"), ("ledger", "text"), ("concierge", "result"),
-                     ("advisor", "text"), ("concierge", "result"), ("concierge", "text")]
+    order = [
+        (
+            m.speaker_agent.handle,
+            "result" if m.content[0]["type"] == "tool_result" else m.content[0]["type"],
+        )
+        for m in Message.objects.filter(
+            request=request, kind="turn", speaker_kind="agent"
+        ).order_by("seq")
+    ]
+    assert order == [
+        ("concierge", "tool_call"),
+        ("ledger", "text"),
+        ("concierge", "result"),
+        ("advisor", "text"),
+        ("concierge", "result"),
+        ("concierge", "text"),
+    ]
 
 
 def test_a_failed_synthesis_ends_honestly_with_contributions_in_place(
@@ -112,46 +142,81 @@ def test_ambiguous_failures_keep_the_call_and_confirmed_rejections_release_it(
     server = ScriptedServer()
     try:
         group = group_factory(
-            concierge_rules=[{"after_tool_result": True, "reply": "Done."},
-                             {"reply": {"tool_calls": [ASK_LEDGER]}}],
+            concierge_rules=[
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [ASK_LEDGER]}},
+            ],
             members={"ledger": []},
         )
         ledger = Agent.objects.get(owner=owner, handle="ledger")
         ledger.model_account = model_account_create(
-            owner=owner, name="local", provider="openai", model="local-model",
-            base_url=f"{server.url}/v1", timeout_seconds=5)
+            owner=owner,
+            name="local",
+            provider="openai",
+            model="local-model",
+            base_url=f"{server.url}/v1",
+            timeout_seconds=5,
+        )
         ledger.save(update_fields=["model_account"])
         server.reply(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "0"})
         server.reply(500, {"error": {"message": "boom"}})
-        server.reply(200, {"choices": [{"message": {"role": "assistant", "content": "Figure: 42."},
-                                        "finish_reason": "stop"}],
-                           "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+        server.reply(
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": "Figure: 42."},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+            },
+        )
         request = request_create(group=group, text="Go.")
         wait_for(finished(request), timeout=30)
     finally:
         server.close()
     assert request.state == "completed"
-    ledger_calls = list(CallReservation.objects.filter(request=request, agent__handle="ledger")
-                        .order_by("id").values_list("status", "reason"))
-    assert ledger_calls == [("released", "PROVIDER_REJECTED"), ("consumed", "PROVIDER_SERVER_ERROR"),
-                            ("consumed", "")]
+    ledger_calls = list(
+        CallReservation.objects.filter(request=request, agent__handle="ledger")
+        .order_by("id")
+        .values_list("status", "reason")
+    )
+    assert ledger_calls == [
+        ("released", "PROVIDER_REJECTED"),
+        ("consumed", "PROVIDER_SERVER_ERROR"),
+        ("consumed", ""),
+    ]
     assert len(server.requests) == 3
     # 2 coordinator calls + the kept ambiguous call + the successful one; the 429 was given back.
     assert request.working_reserved == 4
-    assert Message.objects.filter(request=request, speaker_agent=ledger, kind="turn").last().text == "Figure: 42."
+    assert (
+        Message.objects.filter(request=request, speaker_agent=ledger, kind="turn").last().text
+        == "Figure: 42."
+    )
 
 
 def test_a_duplicate_or_stale_step_delivery_changes_nothing(celery_worker_thread, group_factory):
-    group = group_factory(concierge_rules=[{"after_tool_result": True, "reply": "Done."},
-                                           {"reply": {"tool_calls": [ASK_LEDGER]}}],
-                          members={"ledger": [{"reply": "A figure."}]})
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Done."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={"ledger": [{"reply": "A figure."}]},
+    )
     request = request_create(group=group, text="Go.")
     wait_for(finished(request))
-    before = (Message.objects.filter(request=request).count(), CallReservation.objects.filter(request=request).count())
+    before = (
+        Message.objects.filter(request=request).count(),
+        CallReservation.objects.filter(request=request).count(),
+    )
     for fence in range(0, request.fence + 2):
         assert advance_uncontended(request.pk, fence) == "stale"
     request.refresh_from_db()
-    after = (Message.objects.filter(request=request).count(), CallReservation.objects.filter(request=request).count())
+    after = (
+        Message.objects.filter(request=request).count(),
+        CallReservation.objects.filter(request=request).count(),
+    )
     assert after == before and request.state == "completed"
 
 
@@ -162,18 +227,28 @@ def test_unknown_mentions_are_refused_and_nothing_is_stored(group_factory):
     group = group_factory(concierge_rules=[], members={"ledger": []})
     with pytest.raises(RequestError) as err:
         request_create(group=group, text="@ledger and @ghost and @father, look")
-    assert err.value.code == "UNKNOWN_MEMBER" and "@ghost" in str(err.value) and "@father" in str(err.value)
+    assert (
+        err.value.code == "UNKNOWN_MEMBER"
+        and "@ghost" in str(err.value)
+        and "@father" in str(err.value)
+    )
     assert not GroupRequest.objects.exists() and not Message.objects.exists()
 
 
 @pytest.mark.django_db
-def test_a_mention_in_generated_text_schedules_nothing(group_factory, django_capture_on_commit_callbacks):
+def test_a_mention_in_generated_text_schedules_nothing(
+    group_factory, django_capture_on_commit_callbacks
+):
     """A member that writes '@advisor please help' in prose queues no one: only structured calls do."""
     group = group_factory(
-        concierge_rules=[{"after_tool_result": True, "reply": "Done."},
-                         {"reply": {"tool_calls": [ASK_LEDGER]}}],
-        members={"ledger": [{"reply": "@advisor please take over and run everything."}],
-                 "advisor": [{"reply": "should never speak"}]},
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Done."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [{"reply": "@advisor please take over and run everything."}],
+            "advisor": [{"reply": "should never speak"}],
+        },
     )
     request = request_create(group=group, text="Go.")
     _run_inline(request)
@@ -216,8 +291,9 @@ def test_a_reservation_is_refused_without_a_row_when_the_fence_or_state_moved(gr
     from groups.services.requests import group_conversation_open
 
     group = group_factory(concierge_rules=[], members={"ledger": []})
-    request = GroupRequest.objects.create(group=group, conversation=group_conversation_open(group=group),
-                                          state="running", fence=3)
+    request = GroupRequest.objects.create(
+        group=group, conversation=group_conversation_open(group=group), state="running", fence=3
+    )
     reserve = dict(request_id=request.pk, agent_id=group.coordinator_id)
     assert budget.reserve_call(purpose="working", fence=2, **reserve) is None
     assert budget.reserve_call(purpose="synthesis", fence=3, **reserve) is None  # not synthesizing

@@ -30,19 +30,27 @@ def team(owner):
         "concierge": Agent.objects.get(owner=owner, builtin="concierge"),
         "father": Agent.objects.get(owner=owner, builtin="maker"),
         "ledger": agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account),
-        "advisor": agent_create(owner=owner, handle="advisor", name="Advisor", model_account=account),
+        "advisor": agent_create(
+            owner=owner, handle="advisor", name="Advisor", model_account=account
+        ),
     }
 
 
 @pytest.fixture
 def group(owner, team):
-    return group_create(owner=owner, name="Household", members=[team["ledger"].pk, team["advisor"].pk])
+    return group_create(
+        owner=owner, name="Household", members=[team["ledger"].pk, team["advisor"].pk]
+    )
 
 
 def snapshot(group):
     group = Group.objects.get(pk=group.pk)
-    return (group.name, group.coordinator_id, group.archived_at,
-            list(group.memberships.order_by("position").values_list("agent_id", flat=True)))
+    return (
+        group.name,
+        group.coordinator_id,
+        group.archived_at,
+        list(group.memberships.order_by("position").values_list("agent_id", flat=True)),
+    )
 
 
 def test_specs_are_tool_specs_with_valid_json_schemas():
@@ -54,12 +62,24 @@ def test_specs_are_tool_specs_with_valid_json_schemas():
 
 
 def test_the_maker_renames_reorders_and_changes_the_coordinator(team, group):
-    result = platform_update_group(agent=team["father"], arguments={
-        "group_id": group.pk, "name": "  Money ", "members": ["@advisor", "ledger"],
-        "coordinator": "@ledger",
-    })
-    assert result == {"group": {"id": group.pk, "name": "Money", "coordinator": "ledger",
-                                "members": ["advisor", "ledger"], "archived": False}}
+    result = platform_update_group(
+        agent=team["father"],
+        arguments={
+            "group_id": group.pk,
+            "name": "  Money ",
+            "members": ["@advisor", "ledger"],
+            "coordinator": "@ledger",
+        },
+    )
+    assert result == {
+        "group": {
+            "id": group.pk,
+            "name": "Money",
+            "coordinator": "ledger",
+            "members": ["advisor", "ledger"],
+            "archived": False,
+        }
+    }
     json.dumps(result)
     assert snapshot(group)[3] == [team["advisor"].pk, team["ledger"].pk]
 
@@ -69,22 +89,49 @@ def test_the_maker_renames_reorders_and_changes_the_coordinator(team, group):
     [
         (lambda g, t: {"group_id": g.pk, "name": "   "}, "NAME_REQUIRED", "name"),
         (lambda g, t: {"group_id": g.pk, "members": ["concierge"]}, "TOO_FEW_MEMBERS", "members"),
-        (lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "father"]},
-         "MAKER_NOT_ALLOWED", "members"),
-        (lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "ghost"]},
-         "MEMBER_NOT_FOUND", "members"),
-        (lambda g, t: {"group_id": g.pk, "members": ["ledger", "advisor"]},
-         "COORDINATOR_NOT_MEMBER", "members"),
-        (lambda g, t: {"group_id": g.pk, "coordinator": "father"}, "MAKER_NOT_ALLOWED", "coordinator"),
-        (lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "ledger"]},
-         "DUPLICATE_MEMBER", "members"),
+        (
+            lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "father"]},
+            "MAKER_NOT_ALLOWED",
+            "members",
+        ),
+        (
+            lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "ghost"]},
+            "MEMBER_NOT_FOUND",
+            "members",
+        ),
+        (
+            lambda g, t: {"group_id": g.pk, "members": ["ledger", "advisor"]},
+            "COORDINATOR_NOT_MEMBER",
+            "members",
+        ),
+        (
+            lambda g, t: {"group_id": g.pk, "coordinator": "father"},
+            "MAKER_NOT_ALLOWED",
+            "coordinator",
+        ),
+        (
+            lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "ledger"]},
+            "DUPLICATE_MEMBER",
+            "members",
+        ),
         (lambda g, t: {"group_id": g.pk}, "NOTHING_TO_CHANGE", None),
         (lambda g, t: {"group_id": g.pk, "colour": "red"}, "INVALID_ARGUMENTS", None),
         (lambda g, t: {"group_id": "one", "name": "x"}, "INVALID_ARGUMENTS", "group_id"),
         (lambda g, t: {"group_id": 987654, "name": "x"}, "GROUP_NOT_FOUND", "group_id"),
     ],
-    ids=["name", "too few", "maker member", "unknown", "coordinator dropped", "maker coordinator",
-         "duplicate", "nothing", "extra argument", "bad id", "unknown group"],
+    ids=[
+        "name",
+        "too few",
+        "maker member",
+        "unknown",
+        "coordinator dropped",
+        "maker coordinator",
+        "duplicate",
+        "nothing",
+        "extra argument",
+        "bad id",
+        "unknown group",
+    ],
 )
 def test_update_refusals_are_named_errors_and_write_nothing(team, group, arguments, code, field):
     before = snapshot(group)
@@ -96,29 +143,46 @@ def test_update_refusals_are_named_errors_and_write_nothing(team, group, argumen
 
 
 def test_only_what_the_change_brings_in_is_checked(team, group, owner):
-    gone = agent_create(owner=owner, handle="gone", name="Gone", model_account=team["ledger"].model_account)
+    gone = agent_create(
+        owner=owner, handle="gone", name="Gone", model_account=team["ledger"].model_account
+    )
     Agent.objects.filter(pk=team["advisor"].pk).update(removed_at=timezone.now())
-    assert "group" in platform_update_group(agent=team["father"],
-                                            arguments={"group_id": group.pk, "name": "Renamed"})
+    assert "group" in platform_update_group(
+        agent=team["father"], arguments={"group_id": group.pk, "name": "Renamed"}
+    )
     Agent.objects.filter(pk=gone.pk).update(removed_at=timezone.now())
-    added = platform_update_group(agent=team["father"], arguments={
-        "group_id": group.pk, "members": ["concierge", "ledger", "advisor", "gone"]})
+    added = platform_update_group(
+        agent=team["father"],
+        arguments={"group_id": group.pk, "members": ["concierge", "ledger", "advisor", "gone"]},
+    )
     assert added["error"]["code"] == "MEMBER_REMOVED"
-    removed = platform_update_group(agent=team["father"], arguments={
-        "group_id": group.pk, "members": ["concierge", "ledger"]})
+    removed = platform_update_group(
+        agent=team["father"], arguments={"group_id": group.pk, "members": ["concierge", "ledger"]}
+    )
     assert removed["group"]["members"] == ["concierge", "ledger"]
 
 
 def test_another_owners_group_and_a_deleted_group_are_not_found(team, group, stranger):
-    theirs = group_create(owner=stranger, name="Theirs", members=[agent_create(
-        owner=stranger, handle="scribe", name="Scribe",
-        model_account=scripted_account_for(owner=stranger)).pk])
+    theirs = group_create(
+        owner=stranger,
+        name="Theirs",
+        members=[
+            agent_create(
+                owner=stranger,
+                handle="scribe",
+                name="Scribe",
+                model_account=scripted_account_for(owner=stranger),
+            ).pk
+        ],
+    )
     for target in (theirs, group):
         if target is group:
             group_delete(group=group)
         before = snapshot(target)
-        for call, arguments in ((platform_update_group, {"group_id": target.pk, "name": "Mine"}),
-                                (platform_archive_group, {"group_id": target.pk})):
+        for call, arguments in (
+            (platform_update_group, {"group_id": target.pk, "name": "Mine"}),
+            (platform_archive_group, {"group_id": target.pk}),
+        ):
             result = call(agent=team["father"], arguments=arguments)
             assert result["error"]["code"] == "GROUP_NOT_FOUND"
         assert snapshot(target) == before
@@ -134,8 +198,10 @@ def test_the_maker_archives_a_group(team, group, owner):
 @pytest.mark.parametrize("handle", ["concierge", "ledger"])
 def test_non_maker_agents_are_refused(team, group, handle):
     before = snapshot(group)
-    for call, arguments in ((platform_update_group, {"group_id": group.pk, "name": "Mine"}),
-                            (platform_archive_group, {"group_id": group.pk})):
+    for call, arguments in (
+        (platform_update_group, {"group_id": group.pk, "name": "Mine"}),
+        (platform_archive_group, {"group_id": group.pk}),
+    ):
         assert call(agent=team[handle], arguments=arguments)["error"]["code"] == "MAKER_ONLY"
     assert snapshot(group) == before
 

@@ -24,8 +24,20 @@ from groups.services.groups import group_create, group_delete, group_purge_expir
 
 pytestmark = pytest.mark.django_db
 
-TABLES = [get_user_model(), ModelAccount, Agent, Group, Membership, Conversation, Message,
-          GroupRequest, CallReservation, Approval, MemoryNote, Artifact]
+TABLES = [
+    get_user_model(),
+    ModelAccount,
+    Agent,
+    Group,
+    Membership,
+    Conversation,
+    Message,
+    GroupRequest,
+    CallReservation,
+    Approval,
+    MemoryNote,
+    Artifact,
+]
 
 
 def table_counts() -> dict[str, int]:
@@ -34,8 +46,10 @@ def table_counts() -> dict[str, int]:
 
 def make_group(owner, name):
     account = scripted_account_for(owner=owner)
-    members = [agent_create(owner=owner, handle=f"{name}-{n}", name=f"{name} {n}",
-                            model_account=account) for n in range(2)]
+    members = [
+        agent_create(owner=owner, handle=f"{name}-{n}", name=f"{name} {n}", model_account=account)
+        for n in range(2)
+    ]
     return group_create(owner=owner, name=name, members=[m.pk for m in members])
 
 
@@ -47,23 +61,47 @@ def populate(group, *, conversations=2) -> dict[str, int]:
     for n in range(conversations):
         conv = Conversation.objects.create(owner=owner, group=group, carried_summary="so far")
         request = GroupRequest.objects.create(group=group, conversation=conv, state="completed")
-        owner_turn = message_append(conversation_id=conv.pk, speaker_kind="owner",
-                                    content=[text_block("review spending")], request_id=request.pk)
-        message_append(conversation_id=conv.pk, speaker_kind="agent", speaker_agent=member,
-                       content=[text_block("done")], request_id=request.pk, in_reply_to=owner_turn)
+        owner_turn = message_append(
+            conversation_id=conv.pk,
+            speaker_kind="owner",
+            content=[text_block("review spending")],
+            request_id=request.pk,
+        )
+        message_append(
+            conversation_id=conv.pk,
+            speaker_kind="agent",
+            speaker_agent=member,
+            content=[text_block("done")],
+            request_id=request.pk,
+            in_reply_to=owner_turn,
+        )
         GroupRequest.objects.filter(pk=request.pk).update(message=owner_turn)
         for purpose in ("working", "synthesis"):
             CallReservation.objects.create(request=request, purpose=purpose, agent=member, fence=1)
-        Approval.objects.create(owner=owner, request=request, conversation=conv, agent=member,
-                                tool_call_id=f"call-{n}", action={"name": "files.write"},
-                                status="approved")
+        Approval.objects.create(
+            owner=owner,
+            request=request,
+            conversation=conv,
+            agent=member,
+            tool_call_id=f"call-{n}",
+            action={"name": "files.write"},
+            status="approved",
+        )
         Artifact.objects.create(owner=owner, agent=member, conversation=conv, title=f"chart {n}")
     MemoryNote.objects.create(owner=owner, scope=group.memory_scope, text="save 10%")
-    MemoryNote.objects.create(owner=owner, scope=group.memory_scope, kind="preference",
-                              text="euros")
-    return {"Group": 1, "Membership": group.memberships.count(), "Conversation": conversations,
-            "Message": 2 * conversations, "GroupRequest": conversations,
-            "CallReservation": 2 * conversations, "Approval": conversations, "MemoryNote": 2}
+    MemoryNote.objects.create(
+        owner=owner, scope=group.memory_scope, kind="preference", text="euros"
+    )
+    return {
+        "Group": 1,
+        "Membership": group.memberships.count(),
+        "Conversation": conversations,
+        "Message": 2 * conversations,
+        "GroupRequest": conversations,
+        "CallReservation": 2 * conversations,
+        "Approval": conversations,
+        "MemoryNote": 2,
+    }
 
 
 @pytest.fixture
@@ -93,7 +131,9 @@ def world(owner, stranger):
 def test_the_next_list_read_after_the_minute_purges_exactly_the_group(api, world, clock):
     doomed = world["doomed"]
     doomed_agents = list(doomed.memberships.values_list("agent_id", flat=True))
-    doomed_artifacts = list(Artifact.objects.filter(conversation__group=doomed).values_list("pk", flat=True))
+    doomed_artifacts = list(
+        Artifact.objects.filter(conversation__group=doomed).values_list("pk", flat=True)
+    )
     t0 = clock["now"]
     assert api.delete(f"/api/groups/{doomed.pk}").status_code == 200
     group_delete(group=world["theirs"], now=t0)

@@ -18,8 +18,14 @@ AGENTS = {a.id: a for a in (CONCIERGE, FATHER, LEDGER, ADVISOR, GONE, IDLE, THEI
 
 
 def create(**kw):
-    args = {"owner_id": OWNER, "name": "Household", "members": [LEDGER.id], "coordinator": None,
-            "agents": AGENTS, "default_coordinator": CONCIERGE}
+    args = {
+        "owner_id": OWNER,
+        "name": "Household",
+        "members": [LEDGER.id],
+        "coordinator": None,
+        "agents": AGENTS,
+        "default_coordinator": CONCIERGE,
+    }
     return check_group_create(**{**args, **kw})
 
 
@@ -57,25 +63,33 @@ def test_unknown_and_foreign_agents_read_the_same():
     assert ("members", rules.MEMBER_NOT_FOUND) in codes(foreign)
     assert "theirs" not in str(foreign.errors)
     assert codes(create(members=[LEDGER.id, ADVISOR.id], coordinator=THEIRS.id)) == {
-        ("coordinator", rules.MEMBER_NOT_FOUND)}
+        ("coordinator", rules.MEMBER_NOT_FOUND)
+    }
 
 
 def test_removed_maker_duplicate_and_coordinator_errors():
     assert ("members", rules.MEMBER_REMOVED) in codes(create(members=[LEDGER.id, GONE.id]))
     assert ("members", rules.MAKER_NOT_ALLOWED) in codes(create(members=[LEDGER.id, FATHER.id]))
     assert ("coordinator", rules.MAKER_NOT_ALLOWED) in codes(
-        create(members=[LEDGER.id, ADVISOR.id], coordinator=FATHER.id))
+        create(members=[LEDGER.id, ADVISOR.id], coordinator=FATHER.id)
+    )
     assert ("members", rules.DUPLICATE_MEMBER) in codes(create(members=[LEDGER.id, LEDGER.id]))
     assert codes(create(members=[LEDGER.id, ADVISOR.id], coordinator=CONCIERGE.id)) == {
-        ("coordinator", rules.COORDINATOR_NOT_MEMBER)}
+        ("coordinator", rules.COORDINATOR_NOT_MEMBER)
+    }
     assert codes(create(members=[LEDGER.id, ADVISOR.id, IDLE.id], coordinator=IDLE.id)) == {
-        ("coordinator", rules.COORDINATOR_CANNOT_RUN)}
+        ("coordinator", rules.COORDINATOR_CANNOT_RUN)
+    }
     assert codes(create(default_coordinator=None)) == {
-        ("coordinator", rules.COORDINATOR_REQUIRED), ("members", rules.TOO_FEW_MEMBERS)}
-    removed_concierge = Candidate(id=1, owner_id=OWNER, handle="concierge", builtin="concierge",
-                                  removed=True, can_run=False)
+        ("coordinator", rules.COORDINATOR_REQUIRED),
+        ("members", rules.TOO_FEW_MEMBERS),
+    }
+    removed_concierge = Candidate(
+        id=1, owner_id=OWNER, handle="concierge", builtin="concierge", removed=True, can_run=False
+    )
     assert ("coordinator", rules.MEMBER_REMOVED) in codes(
-        create(members=[LEDGER.id, ADVISOR.id], default_coordinator=removed_concierge))
+        create(members=[LEDGER.id, ADVISOR.id], default_coordinator=removed_concierge)
+    )
 
 
 CURRENT = GroupShape("Household", (CONCIERGE.id, LEDGER.id, GONE.id), CONCIERGE.id)
@@ -97,10 +111,12 @@ def test_a_removed_member_can_be_taken_out_and_kept_in_a_reorder():
 
 def test_adding_a_removed_agent_fails():
     assert codes(change(members=[*CURRENT.members, ADVISOR.id, ADVISOR.id, ADVISOR.id])) == {
-        ("members", rules.DUPLICATE_MEMBER)}
+        ("members", rules.DUPLICATE_MEMBER)
+    }
     low = GroupShape("x", (CONCIERGE.id, LEDGER.id), CONCIERGE.id)
-    added = check_group_change(owner_id=OWNER, current=low, agents=AGENTS,
-                               members=[CONCIERGE.id, LEDGER.id, GONE.id])
+    added = check_group_change(
+        owner_id=OWNER, current=low, agents=AGENTS, members=[CONCIERGE.id, LEDGER.id, GONE.id]
+    )
     assert codes(added) == {("members", rules.MEMBER_REMOVED)}
 
 
@@ -109,8 +125,9 @@ def test_the_runnable_rule_applies_only_when_membership_changes():
     assert codes(change(members=[CONCIERGE.id, GONE.id])) == {("members", rules.TOO_FEW_MEMBERS)}
     weak = GroupShape("x", (CONCIERGE.id, GONE.id), CONCIERGE.id)
     assert check_group_change(owner_id=OWNER, current=weak, agents=AGENTS, name="y").ok
-    assert check_group_change(owner_id=OWNER, current=weak, agents=AGENTS,
-                              members=[GONE.id, CONCIERGE.id]).ok
+    assert check_group_change(
+        owner_id=OWNER, current=weak, agents=AGENTS, members=[GONE.id, CONCIERGE.id]
+    ).ok
 
 
 def test_coordinator_changes_are_checked():
@@ -120,7 +137,8 @@ def test_coordinator_changes_are_checked():
     assert codes(change(coordinator=THEIRS.id)) == {("coordinator", rules.MEMBER_NOT_FOUND)}
     # Taking the coordinator out without choosing another is refused on the members.
     assert codes(change(members=[LEDGER.id, ADVISOR.id])) == {
-        ("members", rules.COORDINATOR_NOT_MEMBER)}
+        ("members", rules.COORDINATOR_NOT_MEMBER)
+    }
     # Both at once: a new coordinator and a membership that holds it.
     result = change(members=[LEDGER.id, ADVISOR.id], coordinator=ADVISOR.id)
     assert result.shape == GroupShape("Household", (LEDGER.id, ADVISOR.id), ADVISOR.id)
@@ -130,8 +148,10 @@ def test_foreign_agents_are_never_brought_in_by_a_change():
     assert ("members", rules.MEMBER_NOT_FOUND) in codes(change(members=[*CURRENT.members, 7]))
 
 
-@given(st.lists(st.sampled_from([*sorted(AGENTS), 999]), max_size=8),
-       st.one_of(st.none(), st.sampled_from(sorted(AGENTS))))
+@given(
+    st.lists(st.sampled_from([*sorted(AGENTS), 999]), max_size=8),
+    st.one_of(st.none(), st.sampled_from(sorted(AGENTS))),
+)
 def test_a_created_group_always_satisfies_the_rules(members, coordinator):
     result = create(members=members, coordinator=coordinator)
     if not result.ok:

@@ -46,15 +46,23 @@ class GroupLoop(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.group = make_group(
-            self.owner, name="Stateful",
-            concierge_rules=[{"when": "consolidated answer", "reply": "Final."},
-                             {"after_tool_result": True, "reply": "Done."},
-                             {"reply": {"tool_calls": [ASK]}}],
-            members={"ledger": [{"after_tool_result": True, "reply": "Written."},
-                                {"reply": {"tool_calls": [WRITE]}}]},
+            self.owner,
+            name="Stateful",
+            concierge_rules=[
+                {"when": "consolidated answer", "reply": "Final."},
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [ASK]}},
+            ],
+            members={
+                "ledger": [
+                    {"after_tool_result": True, "reply": "Written."},
+                    {"reply": {"tool_calls": [WRITE]}},
+                ]
+            },
         )
         Agent.objects.filter(owner=self.owner, handle="ledger").update(
-            enabled_tools=["file.write"], approval_tools=["file.write"])
+            enabled_tools=["file.write"], approval_tools=["file.write"]
+        )
 
     def requests(self):
         return GroupRequest.objects.filter(group=self.group)
@@ -97,14 +105,23 @@ class GroupLoop(RuleBasedStateMachine):
         request = self.active()
         if request is None:
             return
-        fence = _claim(request.pk, request.fence if request.completed_fence >= request.fence else request.fence - 1,
-                       request.group_id)
+        fence = _claim(
+            request.pk,
+            request.fence if request.completed_fence >= request.fence else request.fence - 1,
+            request.group_id,
+        )
         if fence and reserve:
             purpose = "synthesis" if request.state == "synthesizing" else "working"
-            budget.reserve_call(request_id=request.pk, purpose=purpose, agent_id=self.group.coordinator_id,
-                                fence=fence)
+            budget.reserve_call(
+                request_id=request.pk,
+                purpose=purpose,
+                agent_id=self.group.coordinator_id,
+                fence=fence,
+            )
 
-    @precondition(lambda self: Approval.objects.filter(request__group=self.group, status="pending").exists())
+    @precondition(
+        lambda self: Approval.objects.filter(request__group=self.group, status="pending").exists()
+    )
     @rule(decision=st.sampled_from(["approve", "reject"]))
     def decide(self, decision):
         approval = Approval.objects.filter(request__group=self.group, status="pending").first()
@@ -163,28 +180,40 @@ class GroupLoop(RuleBasedStateMachine):
     @invariant()
     def reservations_within_the_budget(self):
         for r in self.requests():
-            assert r.working_reserved <= 11 and r.synthesis_reserved <= 1 and r.maintenance_reserved <= 1
+            assert (
+                r.working_reserved <= 11
+                and r.synthesis_reserved <= 1
+                and r.maintenance_reserved <= 1
+            )
             counted = CallReservation.objects.filter(request=r).exclude(status="released")
             assert counted.filter(purpose="working").count() == r.working_reserved
             assert counted.filter(purpose="synthesis").count() == r.synthesis_reserved
 
     @invariant()
     def no_action_after_its_request_stopped(self):
-        for a in Approval.objects.filter(request__group=self.group, executed_at__isnull=False).select_related("request"):
+        for a in Approval.objects.filter(
+            request__group=self.group, executed_at__isnull=False
+        ).select_related("request"):
             finished = a.request.finished_at
             assert finished is None or a.executed_at <= finished
 
     @invariant()
     def no_approval_pending_on_a_finished_request(self):
         assert not Approval.objects.filter(
-            request__group=self.group, status="pending", request__state__in=GroupRequest.FINISHED_STATES
+            request__group=self.group,
+            status="pending",
+            request__state__in=GroupRequest.FINISHED_STATES,
         ).exists()
 
     @invariant()
     def a_deleted_group_has_no_live_work(self):
         self.group.refresh_from_db()
         if self.group.deleted_at is not None:
-            assert not self.requests().filter(state__in=[*GroupRequest.ACTIVE_STATES, "queued"]).exists()
+            assert (
+                not self.requests()
+                .filter(state__in=[*GroupRequest.ACTIVE_STATES, "queued"])
+                .exists()
+            )
 
 
 @pytest.mark.django_db
@@ -192,11 +221,21 @@ def test_the_loop_keeps_its_invariants_under_any_interleaving(owner, settings):
     # Every example adds a group (and its accounts) of the same owner, in one test transaction:
     # the per-group queue cap is the one the machine meets, not the owner's quotas across a
     # hundred examples.
-    for name in ("QUEUED_PER_OWNER", "GROUPS_PER_OWNER", "AGENTS_PER_OWNER",
-                 "MODEL_ACCOUNTS_PER_OWNER"):
+    for name in (
+        "QUEUED_PER_OWNER",
+        "GROUPS_PER_OWNER",
+        "AGENTS_PER_OWNER",
+        "MODEL_ACCOUNTS_PER_OWNER",
+    ):
         setattr(settings, f"GARDEN_MAX_{name}", 100_000)
     settings.GARDEN_MAX_QUEUED_PER_GROUP = 3
     GroupLoop.owner = owner
-    run_state_machine_as_test(GroupLoop, settings=hypothesis_settings(
-        max_examples=100, stateful_step_count=40, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        GroupLoop,
+        settings=hypothesis_settings(
+            max_examples=100,
+            stateful_step_count=40,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )

@@ -40,20 +40,37 @@ def reply_copies(root: Path) -> list[str]:
 
 
 def scripted_agent(owner, handle: str, rules: list, default: str = "ok", **fields):
-    account = model_account_create(owner=owner, name=f"{handle}-script", provider="scripted",
-                                   model="scripted", options={"rules": rules, "default": default})
-    return agent_create(owner=owner, handle=handle, name=handle.title(), model_account=account,
-                        **fields)
+    account = model_account_create(
+        owner=owner,
+        name=f"{handle}-script",
+        provider="scripted",
+        model="scripted",
+        options={"rules": rules, "default": default},
+    )
+    return agent_create(
+        owner=owner, handle=handle, name=handle.title(), model_account=account, **fields
+    )
 
 
-def make_mission(owner, target, *, prompt: str = "Review this week's spending.",
-                 schedule: Schedule = EVERY_HOUR, origin=None, name: str = "Weekly review",
-                 enabled: bool = True):
+def make_mission(
+    owner,
+    target,
+    *,
+    prompt: str = "Review this week's spending.",
+    schedule: Schedule = EVERY_HOUR,
+    origin=None,
+    name: str = "Weekly review",
+    enabled: bool = True,
+):
     from groups.models import Group
 
     return mission_create(
-        owner=owner, name=name, prompt=prompt,
-        target_type="group" if isinstance(target, Group) else "agent", target_id=target.pk,
-        schedule=schedule, enabled=enabled,
+        owner=owner,
+        name=name,
+        prompt=prompt,
+        target_type="group" if isinstance(target, Group) else "agent",
+        target_id=target.pk,
+        schedule=schedule,
+        enabled=enabled,
         origin_conversation_id=origin.pk if origin is not None else None,
     )

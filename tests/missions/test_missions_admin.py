@@ -27,14 +27,22 @@ def mission(owner):
 
 
 def form(mission, **changes):
-    data = {"name": mission.name, "prompt": mission.prompt, "enabled": "on",
-            "runs-TOTAL_FORMS": "0", "runs-INITIAL_FORMS": "0", "runs-MIN_NUM_FORMS": "0",
-            "runs-MAX_NUM_FORMS": "0"}
+    data = {
+        "name": mission.name,
+        "prompt": mission.prompt,
+        "enabled": "on",
+        "runs-TOTAL_FORMS": "0",
+        "runs-INITIAL_FORMS": "0",
+        "runs-MIN_NUM_FORMS": "0",
+        "runs-MAX_NUM_FORMS": "0",
+    }
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}
 
 
-def test_the_list_and_change_page_show_schedule_enabled_and_last_run(client, staff, mission, runtime):
+def test_the_list_and_change_page_show_schedule_enabled_and_last_run(
+    client, staff, mission, runtime
+):
     run = mission_run_due(mission_id=mission.pk)
     page = client.get("/admin/missions/mission/").content.decode()
     assert "Weekly review" in page and "every 3600 seconds (enabled)" in page
@@ -42,17 +50,25 @@ def test_the_list_and_change_page_show_schedule_enabled_and_last_run(client, sta
     assert f"/admin/missions/missionrun/{run.pk}/change/" in page and "active" in page
     assert client.get(f"/admin/missions/mission/{mission.pk}/change/").status_code == 200
     # The schedule itself is edited on its beat entry, in django-celery-beat's admin.
-    assert client.get(
-        f"/admin/django_celery_beat/periodictask/{mission.periodic_task_id}/change/").status_code == 200
+    assert (
+        client.get(
+            f"/admin/django_celery_beat/periodictask/{mission.periodic_task_id}/change/"
+        ).status_code
+        == 200
+    )
 
 
 def test_disabling_in_the_admin_disables_the_beat_entry(client, staff, mission):
-    response = client.post(f"/admin/missions/mission/{mission.pk}/change/",
-                           form(mission, name="Renamed", enabled=None))
+    response = client.post(
+        f"/admin/missions/mission/{mission.pk}/change/", form(mission, name="Renamed", enabled=None)
+    )
     assert response.status_code == 302
     mission.refresh_from_db()
     assert (mission.name, mission.enabled, mission.disabled_reason) == (
-        "Renamed", False, "Disabled by the owner.")
+        "Renamed",
+        False,
+        "Disabled by the owner.",
+    )
     assert mission.periodic_task.enabled is False
     assert mission.periodic_task.name == f"mission {mission.pk}: Renamed"
 
@@ -77,8 +93,11 @@ def test_runs_are_read_only(client, staff, mission, runtime):
 
 
 def test_the_run_now_action(client, staff, mission, runtime):
-    response = client.post("/admin/missions/mission/", {
-        "action": "run_now", "_selected_action": [str(mission.pk)]}, follow=True)
+    response = client.post(
+        "/admin/missions/mission/",
+        {"action": "run_now", "_selected_action": [str(mission.pk)]},
+        follow=True,
+    )
     assert response.status_code == 200
     assert MissionRun.objects.get(mission=mission).trigger == "manual"
     assert "active" in response.content.decode()

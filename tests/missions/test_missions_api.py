@@ -27,8 +27,13 @@ def group(owner):
 
 @pytest.fixture
 def body(group):
-    return {"name": "Weekly review", "prompt": "Review this week's spending.",
-            "target_type": "group", "target_id": group.pk, "schedule": {"every_seconds": 3600}}
+    return {
+        "name": "Weekly review",
+        "prompt": "Review this week's spending.",
+        "target_type": "group",
+        "target_id": group.pk,
+        "schedule": {"every_seconds": 3600},
+    }
 
 
 def errors(response) -> list[tuple[str, str]]:
@@ -36,8 +41,10 @@ def errors(response) -> list[tuple[str, str]]:
 
 
 def nothing_written() -> bool:
-    return not Mission.objects.exists() and not PeriodicTask.objects.filter(
-        task="missions.run_mission").exists()
+    return (
+        not Mission.objects.exists()
+        and not PeriodicTask.objects.filter(task="missions.run_mission").exists()
+    )
 
 
 def test_create_returns_the_mission_with_its_schedule_and_beat_entry(api, body, group):
@@ -45,27 +52,52 @@ def test_create_returns_the_mission_with_its_schedule_and_beat_entry(api, body, 
     assert response.status_code == 201, response.json()
     data = response.json()
     assert (data["name"], data["target"], data["enabled"], data["last_run"]) == (
-        "Weekly review", {"type": "group", "id": group.pk, "name": "Team"}, True, None)
+        "Weekly review",
+        {"type": "group", "id": group.pk, "name": "Team"},
+        True,
+        None,
+    )
     assert data["schedule"]["kind"] == "interval" and data["schedule"]["every_seconds"] == 3600
     task = PeriodicTask.objects.get(pk=data["periodic_task"])
     assert (task.task, json.loads(task.kwargs), task.enabled) == (
-        "missions.run_mission", {"mission_id": data["id"]}, True)
+        "missions.run_mission",
+        {"mission_id": data["id"]},
+        True,
+    )
 
 
 def test_create_with_crontab_fields_and_an_origin(api, owner, group):
     concierge = Agent.objects.get(owner=owner, handle="concierge")
     origin = conversation_create(owner=owner, agent=concierge)
-    response = api.post("/api/missions", {
-        "name": "Mondays", "prompt": "Plan the week.", "target_type": "agent",
-        "target_id": concierge.pk, "origin_conversation": origin.pk,
-        "schedule": {"minute": "30", "hour": "8", "day_of_week": "mon-fri",
-                     "timezone": "Europe/Paris"}})
+    response = api.post(
+        "/api/missions",
+        {
+            "name": "Mondays",
+            "prompt": "Plan the week.",
+            "target_type": "agent",
+            "target_id": concierge.pk,
+            "origin_conversation": origin.pk,
+            "schedule": {
+                "minute": "30",
+                "hour": "8",
+                "day_of_week": "mon-fri",
+                "timezone": "Europe/Paris",
+            },
+        },
+    )
     assert response.status_code == 201, response.json()
     data = response.json()
     assert data["schedule"] | {"description": ""} == {
-        "kind": "crontab", "every_seconds": None, "minute": "30", "hour": "8",
-        "day_of_week": "mon-fri", "day_of_month": "*", "month_of_year": "*",
-        "timezone": "Europe/Paris", "description": ""}
+        "kind": "crontab",
+        "every_seconds": None,
+        "minute": "30",
+        "hour": "8",
+        "day_of_week": "mon-fri",
+        "day_of_month": "*",
+        "month_of_year": "*",
+        "timezone": "Europe/Paris",
+        "description": "",
+    }
     assert (data["target"]["type"], data["origin_conversation"]) == ("agent", origin.pk)
 
 
@@ -77,19 +109,22 @@ def test_writes_need_the_csrf_pair_and_a_session(owner, body):
     assert nothing_written()
 
 
-@pytest.mark.parametrize(("change", "field", "code"), [
-    ({"target_type": "robot"}, "target_type", "invalid_choice"),
-    ({"target_id": 0}, "target_id", "min_value"),
-    ({"name": "   "}, "name", "blank"),
-    ({"prompt": ""}, "prompt", "blank"),
-    ({"schedule": {}}, "schedule", "SCHEDULE_EMPTY"),
-    ({"schedule": {"every_seconds": 3600, "minute": "0"}}, "schedule", "SCHEDULE_CONFLICT"),
-    ({"schedule": {"every_seconds": 10}}, "schedule.every_seconds", "min_value"),
-    ({"schedule": {"minute": "61"}}, "schedule.minute", "invalid"),
-    ({"schedule": {"hour": "0", "timezone": "Mars/Olympus"}}, "schedule.timezone", "invalid"),
-    ({"origin_conversation": 999_999}, "origin_conversation", "ORIGIN_NOT_FOUND"),
-    ({"target_id": 999_999}, "target_id", "TARGET_NOT_FOUND"),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "code"),
+    [
+        ({"target_type": "robot"}, "target_type", "invalid_choice"),
+        ({"target_id": 0}, "target_id", "min_value"),
+        ({"name": "   "}, "name", "blank"),
+        ({"prompt": ""}, "prompt", "blank"),
+        ({"schedule": {}}, "schedule", "SCHEDULE_EMPTY"),
+        ({"schedule": {"every_seconds": 3600, "minute": "0"}}, "schedule", "SCHEDULE_CONFLICT"),
+        ({"schedule": {"every_seconds": 10}}, "schedule.every_seconds", "min_value"),
+        ({"schedule": {"minute": "61"}}, "schedule.minute", "invalid"),
+        ({"schedule": {"hour": "0", "timezone": "Mars/Olympus"}}, "schedule.timezone", "invalid"),
+        ({"origin_conversation": 999_999}, "origin_conversation", "ORIGIN_NOT_FOUND"),
+        ({"target_id": 999_999}, "target_id", "TARGET_NOT_FOUND"),
+    ],
+)
 def test_bad_input_is_a_400_with_field_and_code_and_writes_nothing(api, body, change, field, code):
     response = api.post("/api/missions", {**body, **change})
     assert response.status_code == 400, response.json()
@@ -99,30 +134,32 @@ def test_bad_input_is_a_400_with_field_and_code_and_writes_nothing(api, body, ch
 
 def test_targets_must_be_the_owners_and_still_there(api, owner, stranger, body, group):
     strangers = scripted_agent(stranger, "spy", [])
-    assert errors(api.post("/api/missions", {**body, "target_type": "agent",
-                                              "target_id": strangers.pk})) == [
-        ("target_id", "TARGET_NOT_FOUND")]
+    assert errors(
+        api.post("/api/missions", {**body, "target_type": "agent", "target_id": strangers.pk})
+    ) == [("target_id", "TARGET_NOT_FOUND")]
     removed = scripted_agent(owner, "gone", [])
     Agent.objects.filter(pk=removed.pk).update(removed_at=timezone.now())
-    assert errors(api.post("/api/missions", {**body, "target_type": "agent",
-                                              "target_id": removed.pk})) == [
-        ("target_id", "TARGET_REMOVED")]
+    assert errors(
+        api.post("/api/missions", {**body, "target_type": "agent", "target_id": removed.pk})
+    ) == [("target_id", "TARGET_REMOVED")]
     Group.objects.filter(pk=group.pk).update(archived_at=timezone.now())
     assert errors(api.post("/api/missions", body)) == [("target_id", "TARGET_ARCHIVED")]
     Group.objects.filter(pk=group.pk).update(archived_at=None, deleted_at=timezone.now())
     assert errors(api.post("/api/missions", body)) == [("target_id", "TARGET_NOT_FOUND")]
     # The group's id given as an agent's is not found either.
-    assert errors(api.post("/api/missions", {**body, "target_type": "agent",
-                                              "target_id": 999_999})) == [
-        ("target_id", "TARGET_NOT_FOUND")]
+    assert errors(
+        api.post("/api/missions", {**body, "target_type": "agent", "target_id": 999_999})
+    ) == [("target_id", "TARGET_NOT_FOUND")]
     closed = conversation_create(owner=owner, agent=Agent.objects.get(owner=owner, handle="ledger"))
     Conversation.objects.filter(pk=closed.pk).update(status="closed")
     Group.objects.filter(pk=group.pk).update(deleted_at=None)
     assert errors(api.post("/api/missions", {**body, "origin_conversation": closed.pk})) == [
-        ("origin_conversation", "ORIGIN_CLOSED")]
+        ("origin_conversation", "ORIGIN_CLOSED")
+    ]
     theirs = conversation_create(owner=stranger, agent=strangers)
     assert errors(api.post("/api/missions", {**body, "origin_conversation": theirs.pk})) == [
-        ("origin_conversation", "ORIGIN_NOT_FOUND")]
+        ("origin_conversation", "ORIGIN_NOT_FOUND")
+    ]
     assert nothing_written()
 
 
@@ -142,16 +179,24 @@ def test_another_owners_mission_is_a_404_on_every_route(api, stranger):
 def test_patch_changes_the_mission_and_its_beat_entry(api, owner, group):
     mission = make_mission(owner, group)
     path = f"/api/missions/{mission.pk}"
-    response = api.patch(path, {"name": "Daily review", "enabled": False,
-                                "schedule": {"minute": "0", "hour": "7"}})
+    response = api.patch(
+        path, {"name": "Daily review", "enabled": False, "schedule": {"minute": "0", "hour": "7"}}
+    )
     assert response.status_code == 200, response.json()
     data = response.json()
     assert (data["name"], data["enabled"], data["disabled_reason"]) == (
-        "Daily review", False, "Disabled by the owner.")
+        "Daily review",
+        False,
+        "Disabled by the owner.",
+    )
     assert (data["schedule"]["kind"], data["schedule"]["hour"]) == ("crontab", "7")
     task = PeriodicTask.objects.get(pk=mission.periodic_task_id)
     assert (task.name, task.enabled, task.interval, task.crontab.hour) == (
-        f"mission {mission.pk}: Daily review", False, None, "7")
+        f"mission {mission.pk}: Daily review",
+        False,
+        None,
+        "7",
+    )
 
     data = api.patch(path, {"enabled": True}).json()
     assert (data["enabled"], data["disabled_reason"]) == (True, "")
@@ -163,7 +208,8 @@ def test_patch_refusals_write_nothing(api, owner, group):
     path = f"/api/missions/{mission.pk}"
     assert errors(api.patch(path, {"target_type": "agent"})) == [("target_id", "TARGET_INCOMPLETE")]
     assert errors(api.patch(path, {"name": "x", "schedule": {"every_seconds": 1}})) == [
-        ("schedule.every_seconds", "min_value")]
+        ("schedule.every_seconds", "min_value")
+    ]
     api.patch(path, {"enabled": False})
     Group.objects.filter(pk=group.pk).update(deleted_at=timezone.now())
     response = api.patch(path, {"enabled": True, "name": "Renamed"})
@@ -176,10 +222,15 @@ def test_patch_can_retarget_and_clear_the_origin(api, owner, group):
     concierge = Agent.objects.get(owner=owner, handle="concierge")
     origin = conversation_create(owner=owner, agent=concierge)
     mission = make_mission(owner, group, origin=origin)
-    data = api.patch(f"/api/missions/{mission.pk}", {
-        "target_type": "agent", "target_id": concierge.pk, "origin_conversation": None}).json()
+    data = api.patch(
+        f"/api/missions/{mission.pk}",
+        {"target_type": "agent", "target_id": concierge.pk, "origin_conversation": None},
+    ).json()
     assert (data["target"]["id"], data["target_type"], data["origin_conversation"]) == (
-        concierge.pk, "agent", None)
+        concierge.pk,
+        "agent",
+        None,
+    )
 
 
 def test_delete_removes_the_mission_its_runs_and_its_beat_entry(api, owner, group, runtime):
@@ -212,7 +263,9 @@ def test_run_now_starts_a_run_and_a_second_one_is_a_recorded_409(api, owner, gro
 
     runs = api.get(f"/api/missions/{mission.pk}/runs").json()
     assert [(r["state"], r["outcome_code"]) for r in runs] == [
-        ("skipped", "MISSION_ALREADY_ACTIVE"), ("active", "")]
+        ("skipped", "MISSION_ALREADY_ACTIVE"),
+        ("active", ""),
+    ]
     listed = api.get("/api/missions").json()
     assert [m["last_run"]["id"] for m in listed] == [data["mission_run"]["id"]]
 

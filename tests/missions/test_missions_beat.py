@@ -17,8 +17,9 @@ from tests.missions.conftest import make_mission, notes
 
 
 def test_the_beat_scheduler_sends_a_mission_when_it_falls_due(celery_worker_thread, owner, runtime):
-    group = make_group(owner, concierge_rules=[{"reply": "Nothing to report this hour."}],
-                       members={"ledger": []})
+    group = make_group(
+        owner, concierge_rules=[{"reply": "Nothing to report this hour."}], members={"ledger": []}
+    )
     mission = make_mission(owner, group)
     task = mission.periodic_task
     # Only this entry, so the tick below can only send the mission.
@@ -36,8 +37,9 @@ def test_the_beat_scheduler_sends_a_mission_when_it_falls_due(celery_worker_thre
     assert scheduler.schedule[task.name].is_due().is_due is True
 
     assert scheduler.tick() == 0  # sent one due entry
-    mission_run = wait_for(lambda: MissionRun.objects.filter(
-        mission=mission, report_state="sent").first(), timeout=30)
+    mission_run = wait_for(
+        lambda: MissionRun.objects.filter(mission=mission, report_state="sent").first(), timeout=30
+    )
     assert (mission_run.state, mission_run.trigger) == ("concluded", "schedule")
     assert mission_run.outcome == "Nothing to report this hour."
     assert len(notes(runtime)) == 1

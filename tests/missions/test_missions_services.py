@@ -36,27 +36,45 @@ def test_creating_a_mission_creates_an_enabled_beat_entry_for_run_mission(owner,
     mission = make_mission(owner, group)
     task = PeriodicTask.objects.get(pk=mission.periodic_task_id)
     assert (task.task, json.loads(task.kwargs), task.enabled) == (
-        "missions.run_mission", {"mission_id": mission.pk}, True)
+        "missions.run_mission",
+        {"mission_id": mission.pk},
+        True,
+    )
     assert (task.interval.every, task.interval.period, task.crontab) == (3600, "seconds", None)
     assert task.name == f"mission {mission.pk}: Weekly review"
 
-    weekly = make_mission(owner, group, name="Mondays", schedule=Schedule(
-        minute="0", hour="9", day_of_week="1", timezone="Europe/Berlin"))
+    weekly = make_mission(
+        owner,
+        group,
+        name="Mondays",
+        schedule=Schedule(minute="0", hour="9", day_of_week="1", timezone="Europe/Berlin"),
+    )
     task = weekly.periodic_task
     assert task.interval is None
-    assert (task.crontab.minute, task.crontab.hour, task.crontab.day_of_week,
-            task.crontab.day_of_month, str(task.crontab.timezone)) == ("0", "9", "1", "*",
-                                                                        "Europe/Berlin")
+    assert (
+        task.crontab.minute,
+        task.crontab.hour,
+        task.crontab.day_of_week,
+        task.crontab.day_of_month,
+        str(task.crontab.timezone),
+    ) == ("0", "9", "1", "*", "Europe/Berlin")
 
 
 def test_the_target_must_match_its_type_in_the_database(owner, group):
     agent = Agent.objects.get(owner=owner, handle="ledger")
     with pytest.raises(IntegrityError), transaction.atomic():
-        Mission.objects.create(owner=owner, name="x", prompt="y", target_type="group",
-                               target_agent=agent)
+        Mission.objects.create(
+            owner=owner, name="x", prompt="y", target_type="group", target_agent=agent
+        )
     with pytest.raises(IntegrityError), transaction.atomic():
-        Mission.objects.create(owner=owner, name="x", prompt="y", target_type="agent",
-                               target_agent=agent, target_group=group)
+        Mission.objects.create(
+            owner=owner,
+            name="x",
+            prompt="y",
+            target_type="agent",
+            target_agent=agent,
+            target_group=group,
+        )
 
 
 def test_a_mission_never_has_two_active_runs_in_the_database(owner, group):
@@ -74,7 +92,10 @@ def test_a_due_run_starts_a_mission_goal_with_its_own_run(owner, group, runtime)
     assert mission_run.state == "active"
     request = mission_run.group_request
     assert (request.source, request.state, request.message_id) == (
-        "mission", "queued", mission_run.owner_message_id)
+        "mission",
+        "queued",
+        mission_run.owner_message_id,
+    )
     goal = Goal.objects.get(pk=mission_run.goal_id)
     assert (goal.kind, goal.status, goal.owner_id) == ("mission", "open", owner.pk)
     run = Run.objects.get(pk=mission_run.run_id)
@@ -119,7 +140,10 @@ def test_a_group_deleted_behind_the_services_back_disables_the_mission_at_its_ne
     Group.objects.filter(pk=group.pk).update(deleted_at=timezone.now())
     skipped = mission_run_due(mission_id=mission.pk)
     assert (skipped.state, skipped.outcome_code, skipped.skipped_reason) == (
-        "skipped", "TARGET_DELETED", "The target group was deleted.")
+        "skipped",
+        "TARGET_DELETED",
+        "The target group was deleted.",
+    )
     mission.refresh_from_db()
     assert (mission.enabled, mission.disabled_reason) == (False, "The target group was deleted.")
     assert PeriodicTask.objects.get(pk=mission.periodic_task_id).enabled is False
@@ -127,7 +151,9 @@ def test_a_group_deleted_behind_the_services_back_disables_the_mission_at_its_ne
     # And the one after that says the mission is disabled, and why.
     again = mission_run_due(mission_id=mission.pk)
     assert (again.outcome_code, again.skipped_reason) == (
-        "MISSION_DISABLED", "The mission is disabled: The target group was deleted.")
+        "MISSION_DISABLED",
+        "The mission is disabled: The target group was deleted.",
+    )
 
 
 def test_an_archived_group_disables_its_missions_at_the_next_due_run(owner, group, runtime):
@@ -135,7 +161,9 @@ def test_an_archived_group_disables_its_missions_at_the_next_due_run(owner, grou
     Group.objects.filter(pk=group.pk).update(archived_at=timezone.now())
     skipped = mission_run_due(mission_id=mission.pk)
     assert (skipped.outcome_code, skipped.skipped_reason) == (
-        "TARGET_ARCHIVED", "The target group was archived.")
+        "TARGET_ARCHIVED",
+        "The target group was archived.",
+    )
     assert Mission.objects.get(pk=mission.pk).enabled is False
 
 
@@ -145,8 +173,10 @@ def test_deleting_or_archiving_a_group_disables_its_missions_at_once(owner, grou
     archived = make_mission(owner, other, name="Archived one")
     group_delete(group=group)
     group_archive(group=other)
-    for mission, reason in ((deleted, "The target group was deleted."),
-                            (archived, "The target group was archived.")):
+    for mission, reason in (
+        (deleted, "The target group was deleted."),
+        (archived, "The target group was archived."),
+    ):
         mission.refresh_from_db()
         assert (mission.enabled, mission.disabled_reason) == (False, reason)
         assert mission.periodic_task.enabled is False
@@ -171,7 +201,9 @@ def test_a_removed_agent_stops_its_missions_with_a_clear_reason(owner, runtime):
     Agent.objects.filter(pk=writer.pk).update(removed_at=timezone.now())
     skipped = mission_run_due(mission_id=mission.pk)
     assert (skipped.outcome_code, skipped.skipped_reason) == (
-        "TARGET_REMOVED", "The target agent was removed.")
+        "TARGET_REMOVED",
+        "The target agent was removed.",
+    )
     mission.refresh_from_db()
     assert (mission.enabled, mission.disabled_reason) == (False, "The target agent was removed.")
 
@@ -198,8 +230,11 @@ def test_a_run_whose_end_was_not_heard_is_settled_by_the_next_due_run(owner, gro
     first = mission_run_due(mission_id=mission.pk)
     # The request completed but its signal was lost (a crash between commit and send).
     GroupRequest.objects.filter(pk=first.group_request_id).update(
-        state="completed", outcome_code="CONCLUDED", outcome="All settled.",
-        finished_at=timezone.now())
+        state="completed",
+        outcome_code="CONCLUDED",
+        outcome="All settled.",
+        finished_at=timezone.now(),
+    )
     second = mission_run_due(mission_id=mission.pk)
     first.refresh_from_db()
     assert (first.state, first.outcome, first.report_state) == ("concluded", "All settled.", "sent")
@@ -224,20 +259,27 @@ def test_a_note_that_could_not_be_written_is_retried_at_the_next_due_run(owner, 
     mission = make_mission(owner, group)
     first = mission_run_due(mission_id=mission.pk)
     GroupRequest.objects.filter(pk=first.group_request_id).update(
-        state="completed", outcome="Done.", finished_at=timezone.now())
+        state="completed", outcome="Done.", finished_at=timezone.now()
+    )
     inbox = runtime / "inbox" / GARDEN
     inbox.mkdir(parents=True)
     (inbox / "notes").write_text("in the way")
     second = mission_run_due(mission_id=mission.pk)
     first.refresh_from_db()
     assert (first.state, first.report_state, first.report["code"]) == (
-        "concluded", "failed", "IO_ERROR")
+        "concluded",
+        "failed",
+        "IO_ERROR",
+    )
     assert Goal.objects.get(pk=first.goal_id).status == "open"  # concluded only once told
 
     (inbox / "notes").unlink()
     GroupRequest.objects.filter(pk=second.group_request_id).update(
-        state="stopped", outcome_code="STOPPED", outcome="Stopped by the owner.",
-        finished_at=timezone.now())
+        state="stopped",
+        outcome_code="STOPPED",
+        outcome="Stopped by the owner.",
+        finished_at=timezone.now(),
+    )
     mission_run_due(mission_id=mission.pk)
     first.refresh_from_db(), second.refresh_from_db()
     assert first.report_state == second.report_state == "sent"
@@ -263,7 +305,9 @@ def test_a_disabled_mission_is_skipped_and_re_enabling_checks_the_target(owner, 
     assert mission.periodic_task.enabled is False
     skipped = mission_run_due(mission_id=mission.pk)
     assert (skipped.outcome_code, skipped.skipped_reason) == (
-        "MISSION_DISABLED", "The mission is disabled: Disabled by the owner.")
+        "MISSION_DISABLED",
+        "The mission is disabled: Disabled by the owner.",
+    )
     Group.objects.filter(pk=group.pk).update(deleted_at=timezone.now())
     with pytest.raises(MissionError) as refused:
         mission_update(mission=mission, enabled=True)

@@ -20,17 +20,32 @@ from tests.conftest import wait_for
 from tests.groups.conftest import make_group
 from tests.missions.conftest import make_mission, notes, reply_copies, scripted_agent
 
-ASK_LEDGER = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Add one more figure."}}
-WRITE = {"name": "file.write", "arguments": {"title": "Savings plan", "content": "Save 800 a month."}}
-ASK_TO_WRITE = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Write the plan down."}}
+ASK_LEDGER = {
+    "name": "group.ask",
+    "arguments": {"member": "ledger", "request": "Add one more figure."},
+}
+WRITE = {
+    "name": "file.write",
+    "arguments": {"title": "Savings plan", "content": "Save 800 a month."},
+}
+ASK_TO_WRITE = {
+    "name": "group.ask",
+    "arguments": {"member": "ledger", "request": "Write the plan down."},
+}
 
 
 def ended(mission, count: int = 1):
     """The mission's runs once ``count`` of them ended and their notes were attempted."""
+
     def check():
-        runs = list(MissionRun.objects.filter(mission=mission).exclude(state="active")
-                    .exclude(report_state="sending").order_by("id"))
+        runs = list(
+            MissionRun.objects.filter(mission=mission)
+            .exclude(state="active")
+            .exclude(report_state="sending")
+            .order_by("id")
+        )
         return runs if len(runs) >= count else None
+
     return check
 
 
@@ -41,14 +56,21 @@ def run_of(mission, state: str = "active"):
 def writing_group(owner, *first_rules: dict):
     group = make_group(
         owner,
-        concierge_rules=[*first_rules,
-                         {"after_tool_result": True, "reply": "The plan is written."},
-                         {"reply": {"tool_calls": [ASK_TO_WRITE]}}],
-        members={"ledger": [{"after_tool_result": True, "reply": "Saved the plan."},
-                            {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}}]},
+        concierge_rules=[
+            *first_rules,
+            {"after_tool_result": True, "reply": "The plan is written."},
+            {"reply": {"tool_calls": [ASK_TO_WRITE]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Saved the plan."},
+                {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}},
+            ]
+        },
     )
     Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["file.write"], approval_tools=["file.write"])
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
     return group
 
 
@@ -69,12 +91,19 @@ def test_a_group_mission_is_a_request_with_speakers_and_the_twelve_call_budget(
     [mission_run] = wait_for(ended(mission), timeout=90)
     assert (mission_run.state, mission_run.trigger) == ("concluded", "schedule")
     request = mission_run.group_request
-    assert (request.source, request.state, request.outcome_code) == ("mission", "completed", "SYNTHESIZED")
+    assert (request.source, request.state, request.outcome_code) == (
+        "mission",
+        "completed",
+        "SYNTHESIZED",
+    )
     # The same budget as an owner's request: eleven working calls and the synthesis call.
     assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
     assert CallReservation.objects.filter(request=request).count() == 12
-    turns = list(Message.objects.filter(request=request, kind="turn").order_by("seq")
-                 .select_related("speaker_agent"))
+    turns = list(
+        Message.objects.filter(request=request, kind="turn")
+        .order_by("seq")
+        .select_related("speaker_agent")
+    )
     # Speakers are trusted metadata: the prompt is posted as the owner, then the members.
     assert (turns[0].speaker_kind, turns[0].text) == ("owner", "Keep digging into the spending.")
     assert turns[0].pk == mission_run.owner_message_id
@@ -102,18 +131,26 @@ def test_an_approval_in_a_mission_suspends_it_until_decided_and_a_due_run_meanwh
     run_mission.delay(mission_id=mission.pk)
 
     mission_run = wait_for(run_of(mission), timeout=30)
-    approval = wait_for(lambda: Approval.objects.filter(
-        request_id=mission_run.group_request_id, status="pending").first(), timeout=30)
+    approval = wait_for(
+        lambda: Approval.objects.filter(
+            request_id=mission_run.group_request_id, status="pending"
+        ).first(),
+        timeout=30,
+    )
     request = GroupRequest.objects.get(pk=mission_run.group_request_id)
     assert request.state == "awaiting_approval"
     assert approval.agent.handle == "ledger" and approval.action == WRITE
     # A schedule is not permission: nothing ran, and nothing runs until a person decides.
     assert Artifact.objects.count() == 0
-    snapshot = (Message.objects.filter(request=request).exclude(kind="activity").count(),
-                CallReservation.objects.count())
+    snapshot = (
+        Message.objects.filter(request=request).exclude(kind="activity").count(),
+        CallReservation.objects.count(),
+    )
     time.sleep(1.0)
-    assert (Message.objects.filter(request=request).exclude(kind="activity").count(),
-            CallReservation.objects.count()) == snapshot
+    assert (
+        Message.objects.filter(request=request).exclude(kind="activity").count(),
+        CallReservation.objects.count(),
+    ) == snapshot
     assert Artifact.objects.count() == 0
 
     # The next due run finds this one active: recorded as skipped, not lost, not queued.
@@ -125,8 +162,10 @@ def test_an_approval_in_a_mission_suspends_it_until_decided_and_a_due_run_meanwh
     assert MissionRun.objects.filter(mission=mission, state="active").count() == 1
 
     approval_decide(user=owner, approval_id=approval.pk, decision="approve")
-    wait_for(lambda: MissionRun.objects.filter(pk=mission_run.pk, report_state="sent").exists(),
-             timeout=30)
+    wait_for(
+        lambda: MissionRun.objects.filter(pk=mission_run.pk, report_state="sent").exists(),
+        timeout=30,
+    )
     mission_run.refresh_from_db()
     assert mission_run.state == "concluded"
     assert Artifact.objects.filter(title="Savings plan").count() == 1
@@ -137,7 +176,9 @@ def test_an_approval_in_a_mission_suspends_it_until_decided_and_a_due_run_meanwh
 def test_an_agent_mission_posts_on_the_owners_behalf_and_its_note_lands_in_the_origin(
     celery_worker_thread, owner, runtime
 ):
-    writer = scripted_agent(owner, "writer", [{"when": "spending", "reply": "You spent 412 this week."}])
+    writer = scripted_agent(
+        owner, "writer", [{"when": "spending", "reply": "You spent 412 this week."}]
+    )
     concierge = Agent.objects.get(owner=owner, builtin="concierge")
     origin = conversation_create(owner=owner, agent=concierge, title="Asking for a weekly review")
     mission = make_mission(owner, writer, origin=origin)
@@ -147,13 +188,20 @@ def test_an_agent_mission_posts_on_the_owners_behalf_and_its_note_lands_in_the_o
     assert (first.state, first.outcome_code) == ("concluded", "REPLIED")
     mission.refresh_from_db()
     assert first.conversation_id == mission.conversation_id
-    said = [(m.speaker_kind, m.text) for m in Message.objects.filter(
-        conversation_id=mission.conversation_id).order_by("seq")]
-    assert said == [("owner", "Review this week's spending."), ("agent", "You spent 412 this week.")]
+    said = [
+        (m.speaker_kind, m.text)
+        for m in Message.objects.filter(conversation_id=mission.conversation_id).order_by("seq")
+    ]
+    assert said == [
+        ("owner", "Review this week's spending."),
+        ("agent", "You spent 412 this week."),
+    ]
     assert Run.objects.get(pk=first.run_id).actor == f"agent:{writer.pk}"
     # The origin is the conversation: a garden turn there, a reply copy, no note in notes/.
-    assert Goal.objects.get(pk=first.goal_id).origin == {"kind": "conversation",
-                                                         "conversation_id": origin.pk}
+    assert Goal.objects.get(pk=first.goal_id).origin == {
+        "kind": "conversation",
+        "conversation_id": origin.pk,
+    }
     [told] = Message.objects.filter(conversation=origin)
     assert told.speaker_kind == "garden"
     assert told.text == "Mission “Weekly review” concluded.\n\nYou spent 412 this week."
@@ -168,8 +216,9 @@ def test_an_agent_mission_posts_on_the_owners_behalf_and_its_note_lands_in_the_o
     assert Message.objects.filter(conversation=origin).count() == 2
 
 
-def test_an_agent_mission_whose_reply_did_not_come_ends_honestly(celery_worker_thread, owner, runtime,
-                                                               settings):
+def test_an_agent_mission_whose_reply_did_not_come_ends_honestly(
+    celery_worker_thread, owner, runtime, settings
+):
     settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 1
     writer = scripted_agent(owner, "writer", [{"error": "timeout"}])
     mission = make_mission(owner, writer)
@@ -189,8 +238,12 @@ def test_deleting_the_group_stops_the_missions_request_disables_it_and_says_so(
     mission = make_mission(owner, group, prompt="Write down the savings plan.")
     run_mission.delay(mission_id=mission.pk)
     mission_run = wait_for(run_of(mission), timeout=30)
-    wait_for(lambda: Approval.objects.filter(request_id=mission_run.group_request_id,
-                                             status="pending").exists(), timeout=30)
+    wait_for(
+        lambda: Approval.objects.filter(
+            request_id=mission_run.group_request_id, status="pending"
+        ).exists(),
+        timeout=30,
+    )
 
     group_delete(group=group)
     mission.refresh_from_db()
@@ -210,11 +263,15 @@ def test_deleting_the_group_stops_the_missions_request_disables_it_and_says_so(
     assert skipped.skipped_reason == "The mission is disabled: The target group was deleted."
 
 
-def test_a_group_mission_queues_behind_the_groups_active_request(celery_worker_thread, owner, runtime):
+def test_a_group_mission_queues_behind_the_groups_active_request(
+    celery_worker_thread, owner, runtime
+):
     group = writing_group(owner, {"when": "Summarise the week", "reply": "Summary: a quiet week."})
     owners = request_create(group=group, text="Write down the savings plan.")
-    wait_for(lambda: GroupRequest.objects.filter(pk=owners.pk, state="awaiting_approval").exists(),
-             timeout=30)
+    wait_for(
+        lambda: GroupRequest.objects.filter(pk=owners.pk, state="awaiting_approval").exists(),
+        timeout=30,
+    )
     mission = make_mission(owner, group, prompt="Summarise the week.")
     run_mission.delay(mission_id=mission.pk)
     mission_run = wait_for(run_of(mission), timeout=30)

@@ -38,13 +38,20 @@ REPLY = {
 }
 
 
-def start(kind: str, *, origin: Any = None, actor: str = "gardener",
-          owner: Any = None) -> tuple[Goal, Run, RunContext]:
+def start(
+    kind: str, *, origin: Any = None, actor: str = "gardener", owner: Any = None
+) -> tuple[Goal, Run, RunContext]:
     """A goal, one started run of it, and the context the driver would set for it."""
     goal = goal_create(kind=kind, owner=owner, origin=origin)
     run = run_start(goal=goal, actor=actor)
-    ctx = RunContext(goal_id=goal.pk, run_id=run.run_id, goal_kind=kind, actor=actor,
-                     origin=origin, owner_id=goal.owner_id)
+    ctx = RunContext(
+        goal_id=goal.pk,
+        run_id=run.run_id,
+        goal_kind=kind,
+        actor=actor,
+        origin=origin,
+        owner_id=goal.owner_id,
+    )
     return goal, run, ctx
 
 

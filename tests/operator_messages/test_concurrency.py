@@ -38,11 +38,21 @@ for i in range(count):
 def test_two_processes_append_a_thousand_whole_lines(runtime, tmp_path):
     _, run, ctx = start("tend")
     go = tmp_path / "go"
-    env = {**os.environ, **context_to_env(ctx), "DJANGO_SETTINGS_MODULE": "config.settings",
-           "GARDEN_RUNTIME_ROOT": str(runtime), "GARDEN_NAME": settings.GARDEN_NAME}
+    env = {
+        **os.environ,
+        **context_to_env(ctx),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "GARDEN_RUNTIME_ROOT": str(runtime),
+        "GARDEN_NAME": settings.GARDEN_NAME,
+    }
     children = [
-        subprocess.Popen([sys.executable, "-c", CHILD, tag, str(PER_PROCESS), str(go)],
-                         env=env, cwd=settings.BASE_DIR, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, tag, str(PER_PROCESS), str(go)],
+            env=env,
+            cwd=settings.BASE_DIR,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for tag in ("first", "second")
     ]
     time.sleep(0.5)  # both are importing Django; the go file releases them together
@@ -60,5 +70,6 @@ def test_two_processes_append_a_thousand_whole_lines(runtime, tmp_path):
     assert len(paths) == 2 * PER_PROCESS
     assert all((runtime / path).is_file() for path in paths)
     bodies = {note.body.strip() for note in list_notes()}
-    assert bodies == {f"{tag} survey {i}" for tag in ("first", "second")
-                      for i in range(PER_PROCESS)}
+    assert bodies == {
+        f"{tag} survey {i}" for tag in ("first", "second") for i in range(PER_PROCESS)
+    }

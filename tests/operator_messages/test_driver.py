@@ -30,7 +30,10 @@ def test_a_run_with_a_note(runtime):
     assert event["operator_note_path"] == str(runtime / note.record["delivery_path"])
     assert event["invalid_record_lines"] == 0
     assert (event["type"], event["run_id"], event["goal_id"]) == (
-        "tend.finished", run.run_id, run.goal_id)
+        "tend.finished",
+        run.run_id,
+        run.goal_id,
+    )
 
 
 def test_a_run_without_a_note(runtime):
@@ -38,7 +41,8 @@ def test_a_run_without_a_note(runtime):
     # A stray file in the inbox is not this run's note: only records count.
     (runtime / "inbox" / GARDEN / "notes").mkdir(parents=True)
     (runtime / "inbox" / GARDEN / "notes" / "20260101T000000Z-tend_survey-0000.md").write_text(
-        "someone else's")
+        "someone else's"
+    )
     event = _emit_tend_finished(run)
     assert (event["operator_note_written"], event["operator_note_path"]) == (False, None)
 
@@ -75,7 +79,8 @@ def test_a_record_of_another_run_is_not_this_runs_note(runtime):
 
 
 def test_the_event_is_pushed_to_the_operator_channel_after_commit(
-        runtime, django_capture_on_commit_callbacks):
+    runtime, django_capture_on_commit_callbacks
+):
     layer = get_channel_layer()
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(OPERATOR_CHANNEL, channel)

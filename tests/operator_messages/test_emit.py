@@ -28,6 +28,7 @@ def origin_of(conversation: Conversation) -> dict:
 
 # --- routing --------------------------------------------------------------------------------
 
+
 def test_no_origin_writes_one_note_under_notes_and_one_record(runtime):
     with in_run("tend") as (goal, run, _):
         result = emit_tend_survey("Two requests look stuck.")
@@ -58,7 +59,8 @@ def test_the_reply_scan_skips_notes_dotfiles_and_directories(runtime):
     (inbox / ".20260101T000001Z-x.md.abc.tmp").write_text("half written")
     (inbox / "notes" / "20260101T000002Z-tend_survey-1.md").write_text("a note")
     assert [(r.name, r.body, r.meta) for r in list_replies()] == [
-        ("20260101T000000Z-startup.md", "Good morning.\n", {})]
+        ("20260101T000000Z-startup.md", "Good morning.\n", {})
+    ]
     assert [n.body for n in list_notes()] == ["a note"]
 
 
@@ -69,7 +71,10 @@ def test_conversation_origin_appends_a_garden_turn_and_a_reply_copy(runtime, con
     record = result.record
     message = Message.objects.get(conversation=conversation)
     assert (message.speaker_kind, message.kind, message.text) == (
-        "garden", "turn", "The tax return is filed.")
+        "garden",
+        "turn",
+        "The tax return is filed.",
+    )
     assert record["transcript_policy"] == "canonical"
     assert record["delivery_policy"] == "reply_copy"
     assert record["origin"] == origin_of(conversation)
@@ -85,7 +90,8 @@ def test_conversation_origin_appends_a_garden_turn_and_a_reply_copy(runtime, con
 
 
 def test_a_failed_reply_copy_leaves_the_turn_canonical_and_the_record_without_a_path(
-        runtime, conversation):
+    runtime, conversation
+):
     # The reply surface is a regular file, so no copy can be written there.
     (runtime / "inbox").mkdir(parents=True)
     (runtime / "inbox" / GARDEN).write_text("not a directory")
@@ -123,6 +129,7 @@ def test_records_are_single_compact_json_lines(runtime):
 
 # --- failure codes at the emitters; every one writes nothing --------------------------------
 
+
 def assert_rejected_without_writes(runtime, emit, code, *args, **kwargs):
     before = snapshot(runtime)
     result = emit(*args, **kwargs)
@@ -139,34 +146,41 @@ def test_missing_runtime_context(runtime):
 def test_not_authorized_for_anyone_but_the_gardener(runtime):
     with in_run("tend", actor="agent:4"):
         assert_rejected_without_writes(
-            runtime, emit_tend_survey, "OPERATOR_MESSAGE_NOT_AUTHORIZED", "hi")
+            runtime, emit_tend_survey, "OPERATOR_MESSAGE_NOT_AUTHORIZED", "hi"
+        )
 
 
 def test_unknown_field(runtime):
     with in_run("tend"):
         result = assert_rejected_without_writes(
-            runtime, emit_tend_survey, "UNKNOWN_OPERATOR_MESSAGE_FIELD", "hi", priority="high")
+            runtime, emit_tend_survey, "UNKNOWN_OPERATOR_MESSAGE_FIELD", "hi", priority="high"
+        )
     assert result.field == "priority"
 
 
 def test_invalid_kind(runtime):
     with in_run("tend"):
-        assert_rejected_without_writes(runtime, emit_tend_survey, "INVALID_OPERATOR_MESSAGE_KIND",
-                                       "hi", kind="startup_status")
+        assert_rejected_without_writes(
+            runtime, emit_tend_survey, "INVALID_OPERATOR_MESSAGE_KIND", "hi", kind="startup_status"
+        )
 
 
 def test_invalid_sender(runtime):
     with in_run("tend"):
-        assert_rejected_without_writes(runtime, emit_tend_survey,
-                                       "INVALID_OPERATOR_MESSAGE_SENDER", "hi", sender="concierge")
+        assert_rejected_without_writes(
+            runtime, emit_tend_survey, "INVALID_OPERATOR_MESSAGE_SENDER", "hi", sender="concierge"
+        )
 
 
-@pytest.mark.parametrize(("goal_kind", "emit"), [
-    ("durable", emit_tend_survey),
-    ("converse", emit_tend_survey),
-    ("tend", emit_recently_concluded),
-    ("converse", emit_recently_concluded),
-])
+@pytest.mark.parametrize(
+    ("goal_kind", "emit"),
+    [
+        ("durable", emit_tend_survey),
+        ("converse", emit_tend_survey),
+        ("tend", emit_recently_concluded),
+        ("converse", emit_recently_concluded),
+    ],
+)
 def test_kind_must_match_the_current_goal(runtime, goal_kind, emit):
     with in_run(goal_kind):
         assert_rejected_without_writes(runtime, emit, "INVALID_OPERATOR_MESSAGE_CONTEXT", "hi")
@@ -174,12 +188,20 @@ def test_kind_must_match_the_current_goal(runtime, goal_kind, emit):
 
 def test_source_ids_must_be_the_current_ones(runtime):
     with in_run("tend") as (goal, run, _):
-        assert_rejected_without_writes(runtime, emit_tend_survey,
-                                       "INVALID_OPERATOR_MESSAGE_CONTEXT", "hi",
-                                       source_goal_id=goal.pk + 1)
-        assert_rejected_without_writes(runtime, emit_tend_survey,
-                                       "INVALID_OPERATOR_MESSAGE_CONTEXT", "hi",
-                                       source_run_id="0" * 32)
+        assert_rejected_without_writes(
+            runtime,
+            emit_tend_survey,
+            "INVALID_OPERATOR_MESSAGE_CONTEXT",
+            "hi",
+            source_goal_id=goal.pk + 1,
+        )
+        assert_rejected_without_writes(
+            runtime,
+            emit_tend_survey,
+            "INVALID_OPERATOR_MESSAGE_CONTEXT",
+            "hi",
+            source_run_id="0" * 32,
+        )
         # Naming the current ones is allowed.
         assert emit_tend_survey("hi", source_goal_id=goal.pk, source_run_id=run.run_id).ok
 
@@ -187,28 +209,37 @@ def test_source_ids_must_be_the_current_ones(runtime):
 def test_a_closed_conversation_is_the_wrong_context(runtime, conversation):
     conversation_close(conversation=conversation)
     with in_run("durable", origin=origin_of(conversation)):
-        assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                       "INVALID_OPERATOR_MESSAGE_CONTEXT", "done")
+        assert_rejected_without_writes(
+            runtime, emit_recently_concluded, "INVALID_OPERATOR_MESSAGE_CONTEXT", "done"
+        )
 
 
 def test_routing_is_not_the_callers_choice(runtime, conversation):
     with in_run("durable"):
-        assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                       "INVALID_OPERATOR_MESSAGE_CONTEXT", "done",
-                                       origin=origin_of(conversation))
+        assert_rejected_without_writes(
+            runtime,
+            emit_recently_concluded,
+            "INVALID_OPERATOR_MESSAGE_CONTEXT",
+            "done",
+            origin=origin_of(conversation),
+        )
 
 
-@pytest.mark.parametrize("origin", [
-    {"kind": "conversation", "conversation_id": "12"},
-    {"kind": "conversation"},
-    {"kind": "telegram", "chat": 5},
-    ["conversation", 12],
-    "conversation:12",
-])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        {"kind": "conversation", "conversation_id": "12"},
+        {"kind": "conversation"},
+        {"kind": "telegram", "chat": 5},
+        ["conversation", 12],
+        "conversation:12",
+    ],
+)
 def test_malformed_goal_origin(runtime, origin):
     with in_run("durable", origin=origin):
-        assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                       "INVALID_OPERATOR_MESSAGE_ORIGIN", "done")
+        assert_rejected_without_writes(
+            runtime, emit_recently_concluded, "INVALID_OPERATOR_MESSAGE_ORIGIN", "done"
+        )
 
 
 def test_malformed_origin_from_the_environment(runtime, monkeypatch):
@@ -216,21 +247,27 @@ def test_malformed_origin_from_the_environment(runtime, monkeypatch):
     for name, value in context_to_env(ctx).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("GARDEN_GOAL_ORIGIN", "{conversation 12")
-    assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                   "INVALID_OPERATOR_MESSAGE_ORIGIN", "done")
+    assert_rejected_without_writes(
+        runtime, emit_recently_concluded, "INVALID_OPERATOR_MESSAGE_ORIGIN", "done"
+    )
 
 
 def test_malformed_requested_origin(runtime):
     with in_run("durable"):
-        assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                       "INVALID_OPERATOR_MESSAGE_ORIGIN", "done",
-                                       origin={"kind": "conversation", "conversation_id": -1})
+        assert_rejected_without_writes(
+            runtime,
+            emit_recently_concluded,
+            "INVALID_OPERATOR_MESSAGE_ORIGIN",
+            "done",
+            origin={"kind": "conversation", "conversation_id": -1},
+        )
 
 
 def test_conversation_not_found(runtime):
     with in_run("durable", origin={"kind": "conversation", "conversation_id": 987654}):
-        assert_rejected_without_writes(runtime, emit_recently_concluded,
-                                       "CONVERSATION_NOT_FOUND", "done")
+        assert_rejected_without_writes(
+            runtime, emit_recently_concluded, "CONVERSATION_NOT_FOUND", "done"
+        )
 
 
 @pytest.mark.parametrize("content", ["", "   ", "\n\t "])
@@ -240,6 +277,7 @@ def test_empty_content(runtime, content):
 
 
 # --- IO_ERROR: whatever failed, no record and no file outlives the failure ------------------
+
 
 def test_io_error_when_the_notes_directory_cannot_be_made(runtime):
     with in_run("tend") as (_, run, _):

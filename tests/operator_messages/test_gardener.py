@@ -25,8 +25,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def group(owner):
     concierge = Agent.objects.get(owner=owner, handle="concierge")
-    group = Group.objects.create(owner=owner, name="Household", coordinator=concierge,
-                                 room_cap_chars=1_000)
+    group = Group.objects.create(
+        owner=owner, name="Household", coordinator=concierge, room_cap_chars=1_000
+    )
     conversation = Conversation.objects.create(owner=owner, group=group)
     return group, conversation
 
@@ -44,8 +45,12 @@ def stuck_request(group, conversation, state="running", idle=timedelta(hours=2))
 def pending_approval(owner, conversation, waited=timedelta(hours=3), call_id="call-1"):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     approval = Approval.objects.create(
-        owner=owner, conversation=conversation, agent=agent, tool_call_id=call_id,
-        action={"name": "bank.transfer", "arguments": {"amount": 120}})
+        owner=owner,
+        conversation=conversation,
+        agent=agent,
+        tool_call_id=call_id,
+        action={"name": "bank.transfer", "arguments": {"amount": 120}},
+    )
     Approval.objects.filter(pk=approval.pk).update(created_at=timezone.now() - waited)
     return approval
 
@@ -67,7 +72,12 @@ def test_tend_notes_a_stuck_request_and_a_long_pending_approval(runtime, owner, 
     assert result.finished_event["operator_note_written"] is True
     run = Run.objects.get(run_id=result.run_id)
     assert (run.status, run.actor, run.goal.kind, run.goal.status, run.goal.owner) == (
-        "succeeded", "gardener", "tend", "concluded", None)
+        "succeeded",
+        "gardener",
+        "tend",
+        "concluded",
+        None,
+    )
     assert run.outcome["findings"]["stuck_requests"] == 1
     [record] = read_operator_message_records(result.run_id)
     assert (record["kind"], record["delivery_policy"]) == ("tend_survey", "out_of_band_note")
@@ -78,8 +88,9 @@ def test_fresh_requests_and_approvals_are_not_news(runtime, owner, group):
     stuck_request(group, conversation, idle=timedelta(minutes=5))
     waiting = Group.objects.create(owner=owner, name="Waiting", coordinator=group.coordinator)
     # Awaiting approval waits on a person, not on a worker: the approval is the news.
-    stuck_request(waiting, Conversation.objects.create(owner=owner, group=waiting),
-                  state="awaiting_approval")
+    stuck_request(
+        waiting, Conversation.objects.create(owner=owner, group=waiting), state="awaiting_approval"
+    )
     pending_approval(owner, conversation, waited=timedelta(minutes=10))
     result = tend()
     assert result.survey.is_quiet
@@ -90,11 +101,16 @@ def test_fresh_requests_and_approvals_are_not_news(runtime, owner, group):
 
 def test_tend_notes_rollover_failed_requests_and_failed_runs(runtime, owner, group):
     group, conversation = group
-    message_append(conversation_id=conversation.pk, speaker_kind="owner",
-                   content=[text_block("x" * 850)])
-    failed = GroupRequest.objects.create(group=group, conversation=conversation, state="failed",
-                                         outcome_code="PROVIDER_UNAVAILABLE",
-                                         finished_at=timezone.now())
+    message_append(
+        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("x" * 850)]
+    )
+    failed = GroupRequest.objects.create(
+        group=group,
+        conversation=conversation,
+        state="failed",
+        outcome_code="PROVIDER_UNAVAILABLE",
+        finished_at=timezone.now(),
+    )
     mission = goal_create(kind="mission")
     broken = run_start(goal=mission, actor="gardener")
     run_finish(run=broken, status="failed", outcome={"error": "RuntimeError: boom"})
@@ -111,8 +127,9 @@ def test_tend_notes_rollover_failed_requests_and_failed_runs(runtime, owner, gro
 
 def test_failures_are_news_once(runtime, group):
     group, conversation = group
-    GroupRequest.objects.create(group=group, conversation=conversation, state="failed",
-                                finished_at=ago(minutes=1))
+    GroupRequest.objects.create(
+        group=group, conversation=conversation, state="failed", finished_at=ago(minutes=1)
+    )
     assert len(tend().survey.failed_requests) == 1
     assert tend().survey.failed_requests == ()  # reported by the previous survey
 
@@ -134,9 +151,14 @@ def test_a_tend_whose_note_cannot_be_written_fails_its_run_and_goal(runtime):
 
 def test_conclude_durable_goal_tells_the_originating_conversation(runtime, owner):
     conversation = Conversation.objects.create(
-        owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge"))
-    goal = goal_create(kind="durable", owner=owner, title="File the taxes",
-                       origin={"kind": "conversation", "conversation_id": conversation.pk})
+        owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge")
+    )
+    goal = goal_create(
+        kind="durable",
+        owner=owner,
+        title="File the taxes",
+        origin={"kind": "conversation", "conversation_id": conversation.pk},
+    )
     result = conclude_durable_goal(goal, "The tax return is filed.")
     assert result.ok, result
     message = Message.objects.get(conversation=conversation)

@@ -20,8 +20,14 @@ from garden.runtime import (
 )
 from garden.services.runs import goal_conclude, goal_create, run_finish, run_start
 
-CTX = RunContext(goal_id=7, run_id="abc123", goal_kind="tend", actor="gardener",
-                 origin={"kind": "conversation", "conversation_id": 3}, group_id=4)
+CTX = RunContext(
+    goal_id=7,
+    run_id="abc123",
+    goal_kind="tend",
+    actor="gardener",
+    origin={"kind": "conversation", "conversation_id": 3},
+    group_id=4,
+)
 
 
 def test_run_context_is_set_for_its_block_only():
@@ -47,12 +53,19 @@ def test_current_context_falls_back_to_the_environment(monkeypatch):
 
 
 def test_a_subprocess_sees_the_context_it_is_given():
-    code = ("from garden.runtime import current_run_context as c; "
-            "x = c(); print(x.goal_id, x.run_id, x.goal_kind, x.actor, x.origin)")
+    code = (
+        "from garden.runtime import current_run_context as c; "
+        "x = c(); print(x.goal_id, x.run_id, x.goal_kind, x.actor, x.origin)"
+    )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", **context_to_env(CTX)}
-    out = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {code}"],
-                         env=env, cwd=django_settings.BASE_DIR, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
+        env=env,
+        cwd=django_settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.strip() == "7 abc123 tend gardener {'kind': 'conversation', 'conversation_id': 3}"
 
 
@@ -114,8 +127,15 @@ def test_run_goal_holds_the_context_while_the_work_runs(runtime):
         return {"did": "work"}
 
     result = run_goal(goal, "gardener", work)
-    assert seen == [RunContext(goal_id=goal.pk, run_id=result.run.run_id, goal_kind="durable",
-                               actor="gardener", origin=None)]
+    assert seen == [
+        RunContext(
+            goal_id=goal.pk,
+            run_id=result.run.run_id,
+            goal_kind="durable",
+            actor="gardener",
+            origin=None,
+        )
+    ]
     assert current_run_context() is None
     run = Run.objects.get(pk=result.run.pk)
     assert (run.status, run.outcome) == ("succeeded", {"did": "work"})

@@ -20,15 +20,36 @@ from operator_messages.validate import (
 )
 from tests.operator_messages.helpers import NOTE, REPLY, RUN_ID
 
-scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True)
-           | st.text(max_size=30) | st.sampled_from(
-               ["garden", "tend_survey", "recently_concluded", "canonical", "none",
-                "reply_copy", "out_of_band_note", "conversation", RUN_ID, 1, 5,
-                "inbox/testgarden/notes/a.md", "inbox/testgarden/a.md", "2026-03-29T10:15:00Z"]))
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True)
+    | st.text(max_size=30)
+    | st.sampled_from(
+        [
+            "garden",
+            "tend_survey",
+            "recently_concluded",
+            "canonical",
+            "none",
+            "reply_copy",
+            "out_of_band_note",
+            "conversation",
+            RUN_ID,
+            1,
+            5,
+            "inbox/testgarden/notes/a.md",
+            "inbox/testgarden/a.md",
+            "2026-03-29T10:15:00Z",
+        ]
+    )
+)
 json_like = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
-                                                                max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
     max_leaves=12,
 )
 record_keys = st.sampled_from(sorted(record_schema()["properties"]))
@@ -57,9 +78,11 @@ def test_record_validator_never_raises_on_anything(runtime, data: Any):
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(base=st.sampled_from([NOTE, REPLY]),
-       changes=st.dictionaries(record_keys | st.text(max_size=8), json_like, max_size=3),
-       drop=st.sets(record_keys, max_size=2))
+@given(
+    base=st.sampled_from([NOTE, REPLY]),
+    changes=st.dictionaries(record_keys | st.text(max_size=8), json_like, max_size=3),
+    drop=st.sets(record_keys, max_size=2),
+)
 def test_record_validator_names_the_problem_of_a_near_valid_record(runtime, base, changes, drop):
     record = {k: v for k, v in {**base, **changes}.items() if k not in drop}
     result = validate_operator_message_record(record)
@@ -69,9 +92,10 @@ def test_record_validator_names_the_problem_of_a_near_valid_record(runtime, base
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=json_like | st.dictionaries(request_keys | st.text(max_size=8), json_like,
-                                        max_size=6),
-       context=st.sampled_from(CONTEXTS))
+@given(
+    data=json_like | st.dictionaries(request_keys | st.text(max_size=8), json_like, max_size=6),
+    context=st.sampled_from(CONTEXTS),
+)
 def test_request_validator_never_raises_on_anything(runtime, data: Any, context):
     # No origin in these contexts, so the validator never needs the database.
     assert_named(validate_operator_message_request(data, context=context))
@@ -79,12 +103,13 @@ def test_request_validator_never_raises_on_anything(runtime, data: Any, context)
 
 @pytest.mark.django_db
 @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(origin=json_like | st.fixed_dictionaries({"kind": st.just("conversation"),
-                                                 "conversation_id": json_like}),
-       requested=json_like)
+@given(
+    origin=json_like
+    | st.fixed_dictionaries({"kind": st.just("conversation"), "conversation_id": json_like}),
+    requested=json_like,
+)
 def test_request_validator_never_raises_on_any_origin(runtime, origin, requested):
-    ctx = RunContext(goal_id=5, run_id=RUN_ID, goal_kind="durable", actor="gardener",
-                     origin=origin)
+    ctx = RunContext(goal_id=5, run_id=RUN_ID, goal_kind="durable", actor="gardener", origin=origin)
     data = {"kind": "recently_concluded", "sender": "garden", "content": "done"}
     assert_named(validate_operator_message_request(data, context=ctx))
     assert_named(validate_operator_message_request({**data, "origin": requested}, context=ctx))

@@ -26,14 +26,24 @@ def parse_addrport(value: str) -> tuple[str, int]:
 
 
 class Command(BaseCommand):
-    help = ("Serve the dashboard with daphne. Without REDIS_URL the channel layer is in memory, "
-            "so a Celery worker runs in this process too; with REDIS_URL, workers run separately.")
+    help = (
+        "Serve the dashboard with daphne. Without REDIS_URL the channel layer is in memory, "
+        "so a Celery worker runs in this process too; with REDIS_URL, workers run separately."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("addrport", nargs="?", default="127.0.0.1:8000",
-                            help="Where to listen: port or address:port (default 127.0.0.1:8000).")
-        parser.add_argument("--worker-concurrency", type=int, default=4,
-                            help="Threads of the embedded worker (embedded default only).")
+        parser.add_argument(
+            "addrport",
+            nargs="?",
+            default="127.0.0.1:8000",
+            help="Where to listen: port or address:port (default 127.0.0.1:8000).",
+        )
+        parser.add_argument(
+            "--worker-concurrency",
+            type=int,
+            default=4,
+            help="Threads of the embedded worker (embedded default only).",
+        )
 
     def handle(self, *args, **options):
         from daphne.server import Server
@@ -43,14 +53,25 @@ class Command(BaseCommand):
         shown_host = f"[{host}]" if ":" in host else host
         self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
         if embedded:
-            self.stdout.write(f"embedded worker: {options['worker_concurrency']} threads in this "
-                              "process (no REDIS_URL)")
+            self.stdout.write(
+                f"embedded worker: {options['worker_concurrency']} threads in this "
+                "process (no REDIS_URL)"
+            )
         else:
-            self.stdout.write("REDIS_URL is set: serving only; run workers separately (make worker)")
-        worker = (serving.embedded_worker(concurrency=options["worker_concurrency"])
-                  if embedded else nullcontext())
+            self.stdout.write(
+                "REDIS_URL is set: serving only; run workers separately (make worker)"
+            )
+        worker = (
+            serving.embedded_worker(concurrency=options["worker_concurrency"])
+            if embedded
+            else nullcontext()
+        )
         with worker:
             # daphne's reactor runs here, in the main thread, with its signal handlers: Ctrl-C
             # stops it, then the worker shuts down warm as the block ends.
-            Server(application=serving.asgi_application(), endpoints=serving.endpoints(host, port),
-                   signal_handlers=True, verbosity=options["verbosity"]).run()
+            Server(
+                application=serving.asgi_application(),
+                endpoints=serving.endpoints(host, port),
+                signal_handlers=True,
+                verbosity=options["verbosity"],
+            ).run()

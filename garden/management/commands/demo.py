@@ -25,7 +25,11 @@ def print_transcript(stdout, conversation: Conversation, request=None) -> None:
     if request is not None:
         messages = messages.filter(request=request)
     for m in messages:
-        label = m.speaker_agent.name if m.speaker_agent_id else ("Owner" if m.speaker_kind == "owner" else "garden")
+        label = (
+            m.speaker_agent.name
+            if m.speaker_agent_id
+            else ("Owner" if m.speaker_kind == "owner" else "garden")
+        )
         marker = {"activity": "  · ", "notice": "  ! ", "coordination": "  → "}.get(m.kind, "")
         text = m.text or "; ".join(_describe(b) for b in m.content)
         stdout.write(f"{marker}[{m.seq}] {label}: {text}")
@@ -49,8 +53,10 @@ def wait_until(predicate, timeout: float) -> None:
 
 
 class Command(BaseCommand):
-    help = ("Seed demo agents with scripted models, run a 1:1 turn and the Household finances "
-            "group through a real worker, and print the transcripts with speakers.")
+    help = (
+        "Seed demo agents with scripted models, run a 1:1 turn and the Household finances "
+        "group through a real worker, and print the transcripts with speakers."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--timeout", type=float, default=60.0)
@@ -58,38 +64,65 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         call_command("migrate", verbosity=0)
         User = get_user_model()
-        owner, _ = User.objects.get_or_create(username="demo", defaults={"email": "demo@example.com"})
+        owner, _ = User.objects.get_or_create(
+            username="demo", defaults={"email": "demo@example.com"}
+        )
         agent_builtins_ensure(owner=owner)
         ledger = Agent.objects.filter(owner=owner, handle="ledger").first()
         if ledger is None:
-            account = model_account_create(owner=owner, name="Ledger (scripted)", provider="scripted",
-                                           model="scripted", options=LEDGER_SCRIPT)
-            ledger = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account,
-                                  colour="#c0392b", instructions="You keep the household ledger.")
+            account = model_account_create(
+                owner=owner,
+                name="Ledger (scripted)",
+                provider="scripted",
+                model="scripted",
+                options=LEDGER_SCRIPT,
+            )
+            ledger = agent_create(
+                owner=owner,
+                handle="ledger",
+                name="Ledger",
+                model_account=account,
+                colour="#c0392b",
+                instructions="You keep the household ledger.",
+            )
         conversation = conversation_create(owner=owner, agent=ledger, title="Demo: 1:1 with Ledger")
         message = conversation_post_owner_message(
-            owner=owner, conversation=conversation,
+            owner=owner,
+            conversation=conversation,
             text="How did this month's spending look?",
         )
         group = household_finances(owner)
-        texts = ["Review this month's spending and help me decide how much I can save.",
-                 "@ledger, exclude that reimbursement"]
+        texts = [
+            "Review this month's spending and help me decide how much I can save.",
+            "@ledger, exclude that reimbursement",
+        ]
         with running_worker(log_path=settings.VAR_DIR / "demo-worker.log"):
-            wait_until(lambda: Message.objects.filter(in_reply_to=message).exists(), options["timeout"])
+            wait_until(
+                lambda: Message.objects.filter(in_reply_to=message).exists(), options["timeout"]
+            )
             requests = []
             for text in texts:
                 requests.append(request_create(group=group, text=text))
             for request in requests:
-                wait_until(lambda r=request: GroupRequest.objects.get(pk=r.pk).is_finished, options["timeout"])
+                wait_until(
+                    lambda r=request: GroupRequest.objects.get(pk=r.pk).is_finished,
+                    options["timeout"],
+                )
         self.stdout.write(self.style.MIGRATE_HEADING(f"1:1 conversation: {conversation.title}"))
         print_transcript(self.stdout, conversation)
         self.stdout.write("")
-        self.stdout.write(self.style.MIGRATE_HEADING(f"Group: {group.name} "
-                          f"(coordinator @{group.coordinator.handle}; members "
-                          + ", ".join(f"@{m.agent.handle}" for m in group.memberships.select_related("agent"))
-                          + ")"))
+        self.stdout.write(
+            self.style.MIGRATE_HEADING(
+                f"Group: {group.name} "
+                f"(coordinator @{group.coordinator.handle}; members "
+                + ", ".join(f"@{m.agent.handle}" for m in group.memberships.select_related("agent"))
+                + ")"
+            )
+        )
         for request in requests:
             request.refresh_from_db()
-            self.stdout.write(f"-- request {request.pk}: {request.state}; budget used: "
-                              f"{request.working_reserved}/11 working, {request.synthesis_reserved}/1 synthesis")
+            self.stdout.write(
+                f"-- request {request.pk}: {request.state}; budget used: "
+                f"{request.working_reserved}/11 working, {request.synthesis_reserved}/1 synthesis"
+            )
             print_transcript(self.stdout, request.conversation, request=request)

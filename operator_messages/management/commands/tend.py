@@ -13,8 +13,11 @@ class Command(BaseCommand):
     help = "Run the gardener's tend survey once and print the note's path."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--always-note", action="store_true",
-                            help="Leave a note even when nothing needs attention.")
+        parser.add_argument(
+            "--always-note",
+            action="store_true",
+            help="Leave a note even when nothing needs attention.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         result = tend(note_when_quiet=options["always_note"])

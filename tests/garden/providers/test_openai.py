@@ -387,9 +387,17 @@ def test_calls_reuse_one_connection_carry_no_cookies_and_keep_their_own_timeout(
     keeps nothing an answer sets for the next call (which may be another owner's)."""
     server = ScriptedServer(keep_alive=True)
     try:
+
         def adapter(timeout: float) -> OpenAIProvider:
-            return OpenAIProvider(AccountConfig(provider="openai", model="gpt-test", api_key=KEY,
-                                                base_url=f"{server.url}/v1", timeout=timeout))
+            return OpenAIProvider(
+                AccountConfig(
+                    provider="openai",
+                    model="gpt-test",
+                    api_key=KEY,
+                    base_url=f"{server.url}/v1",
+                    timeout=timeout,
+                )
+            )
 
         server.reply(200, text_reply("one"), headers={"Set-Cookie": "edge=owner-a; Path=/"})
         server.reply(200, text_reply("two"))

@@ -16,7 +16,9 @@ from garden.providers import (
 
 
 def provider(rules, **extra):
-    return get_provider(AccountConfig(provider="scripted", model="s", options={"rules": rules, **extra}))
+    return get_provider(
+        AccountConfig(provider="scripted", model="s", options={"rules": rules, **extra})
+    )
 
 
 def ask(*messages):
@@ -35,9 +37,22 @@ def test_first_matching_rule_answers_and_default_otherwise():
 
 
 def test_tool_calls_have_stable_ids_for_the_same_request():
-    p = provider([{"reply": {"text": "asking", "tool_calls": [
-        {"name": "group.ask", "arguments": {"member": "ledger", "request": "sum"}},
-        {"name": "group.ask", "arguments": {"member": "advisor", "request": "plan"}}]}}])
+    p = provider(
+        [
+            {
+                "reply": {
+                    "text": "asking",
+                    "tool_calls": [
+                        {"name": "group.ask", "arguments": {"member": "ledger", "request": "sum"}},
+                        {
+                            "name": "group.ask",
+                            "arguments": {"member": "advisor", "request": "plan"},
+                        },
+                    ],
+                }
+            }
+        ]
+    )
     a, b = p.complete(ask(user("go"))), p.complete(ask(user("go")))
     assert [c.id for c in a.tool_calls] == [c.id for c in b.tool_calls]
     assert len({c.id for c in a.tool_calls}) == 2
@@ -79,20 +94,29 @@ def test_when_lists_phrases_separated_by_bars_matched_ignoring_case():
 
 
 def test_a_delay_past_the_timeout_ends_as_a_timeout_at_the_timeout():
-    p = get_provider(AccountConfig(provider="scripted", model="s", timeout=0.2,
-                                   options={"delay": 1_000_000, "default": "late"}))
+    p = get_provider(
+        AccountConfig(
+            provider="scripted",
+            model="s",
+            timeout=0.2,
+            options={"delay": 1_000_000, "default": "late"},
+        )
+    )
     with pytest.raises(ProviderTimeout):
         p.complete(ask(user("hi")))
 
 
-@pytest.mark.parametrize("options", [
-    {"rules": "not a list"},
-    {"rules": [{"when": "x", "shell": "rm -rf /"}]},
-    {"rules": [{"when": "x" * 501}]},
-    {"delay": -1},
-    {"unknown": True},
-    {"rules": [{"reply": {"tool_calls": [{"arguments": {}}]}}]},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"rules": "not a list"},
+        {"rules": [{"when": "x", "shell": "rm -rf /"}]},
+        {"rules": [{"when": "x" * 501}]},
+        {"delay": -1},
+        {"unknown": True},
+        {"rules": [{"reply": {"tool_calls": [{"arguments": {}}]}}]},
+    ],
+)
 def test_a_script_outside_its_schema_is_refused_by_name(options):
     from garden.providers import ProviderConfigError
 
