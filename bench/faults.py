@@ -240,8 +240,11 @@ def zygote_main() -> None:
     from config.celery import app
 
     app.loader.import_default_modules()
-    # These read GARDEN_FAULT_POINT at import: each child imports them with its own env.
-    assert "groups.faults" not in sys.modules and "groups.coordinator" not in sys.modules
+    # groups.faults reads GARDEN_FAULT_POINT at the first point a process reaches, so each
+    # forked child reads its own env: the zygote itself must never have reached one.
+    from groups import faults
+
+    assert faults._armed is None
     connections.close_all()
     lock = threading.Lock()
 

@@ -16,10 +16,9 @@ from dashboard import selectors
 from dashboard.site import site
 from garden.models import Agent
 from garden.selectors import agent_list
-from groups.api.serializers import MEMORY_SENTENCE
-from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, Group
+from groups.models import MEMORY_SENTENCE, SYNTHESIS_CALLS, WORKING_CALLS, Group
 from groups.selectors import group_get, group_list
-from groups.services.groups import group_purge_expired
+from groups.services.groups import purge_due_groups_soon
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def face(agent: Agent) -> dict[str, Any]:
 
 
 def roster(request: HttpRequest) -> HttpResponse:
-    group_purge_expired(owner=request.user)
+    purge_due_groups_soon(owner=request.user)
     agents = list(agent_list(owner=request.user))
     concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
     groups = list(group_list(owner=request.user))

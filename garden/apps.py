@@ -7,3 +7,4 @@ class GardenConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401
+        from .tools import files, memory, web  # noqa: F401  (each registers its tools)

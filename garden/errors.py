@@ -3,18 +3,41 @@ its error shape in one place (garden/api/errors.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One broken rule of a refusal that names several (a group's rule set, say)."""
+
+    field: str
+    code: str
+    message: str
+
 
 class ServiceError(Exception):
-    """A refusal a person can act on. Nothing was written when a service raises it."""
+    """A refusal a person can act on. Nothing was written when a service raises it.
+
+    ``errors`` lists every broken rule when there are several; by default the refusal is its
+    own single error on ``field``.
+    """
 
     def __init__(
-        self, code: str, message: str, *, field: str | None = None, status: int = 400
+        self,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        status: int = 400,
+        errors: Sequence[FieldError] = (),
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
         self.status = status
+        self.errors = tuple(errors) or (FieldError(field or "non_field_errors", code, message),)
 
 
 class QuotaExceeded(ServiceError):
@@ -24,3 +47,12 @@ class QuotaExceeded(ServiceError):
         self, code: str, message: str, *, field: str | None = None, status: int = 409
     ) -> None:
         super().__init__(code, message, field=field, status=status)
+
+
+# The largest primary key a table here can hold: a larger number names no row.
+MAX_ID = 2**63 - 1
+
+
+def is_row_id(value: object) -> bool:
+    """True for an int that could be a primary key (never a bool, never out of range)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_ID

@@ -5,14 +5,12 @@ import random
 from celery import shared_task
 from django.conf import settings
 
+from garden.services.chat import CHAT_REPLY_TASK, CallSlotsBusy
+from garden.services.chat import chat_reply as service
 
-@shared_task(
-    name="garden.chat_reply", bind=True, acks_late=True, ignore_result=True, max_retries=None
-)
+
+@shared_task(name=CHAT_REPLY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None)
 def chat_reply(self, message_id: int) -> None:
-    from garden.services.chat import CallSlotsBusy
-    from garden.services.chat import chat_reply as service
-
     try:
         service(message_id=message_id)
     except CallSlotsBusy as exc:

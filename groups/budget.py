@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from garden.providers import ConfirmedRejection, ProviderConfigError, ProviderError
 from groups.models import (
     MAINTENANCE_CALLS,
     SYNTHESIS_CALLS,
@@ -146,3 +147,12 @@ def settle_lost_reservations(*, request_id: int, below_fence: int) -> int:
         reason="ambiguous: step lost",
         finished_at=timezone.now(),
     )
+
+
+def settle_failed_call(*, reservation: CallReservation, failure: ProviderError) -> None:
+    """Count a failed call as the seed says: given back after a confirmed rejection or a
+    configuration error (nothing was sent, or nothing done); kept for anything ambiguous."""
+    if isinstance(failure, (ConfirmedRejection, ProviderConfigError)):
+        release_call(reservation=reservation, reason=failure.code)
+    else:
+        consume_call(reservation=reservation, reason=failure.code)

@@ -9,6 +9,8 @@ from django.db.models import Q
 WORKING_CALLS = 11
 SYNTHESIS_CALLS = 1
 MAINTENANCE_CALLS = 1
+# The creation sheet says it in one sentence: group runs share what the room holds.
+MEMORY_SENTENCE = "What is in the room is seen by the room."
 # Conservative, well under the smallest common model's context (8k tokens ≈ 32k chars),
 # since every member turn re-sends the whole room.
 DEFAULT_ROOM_CAP_CHARS = 24_000
@@ -76,6 +78,8 @@ class GroupRequest(models.Model):
         FAILED = "failed", "Failed"
 
     ACTIVE_STATES = (State.RUNNING, State.AWAITING_APPROVAL, State.SYNTHESIZING)
+    # The states in which a step may run (one model call at a time).
+    STEPPABLE_STATES = (State.RUNNING, State.SYNTHESIZING)
     WAITING_FOR_CALL_SLOT = "calls_in_flight"
     FINISHED_STATES = (State.COMPLETED, State.STOPPED, State.FAILED)
 

@@ -9,25 +9,25 @@ import logging
 from django.db import transaction
 from django.db.models import Sum, TextField
 from django.db.models.functions import Cast, Length
-from django.utils import timezone
 
 from garden import events
 from garden.models import Approval, Conversation, Message
-from garden.providers import (
-    ChatMessage,
-    ChatRequest,
-    ConfirmedRejection,
-    ProviderConfigError,
-    ProviderError,
-    TextBlock,
+from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock
+from garden.services.conversations import (
+    conversation_close,
+    conversation_create,
+    message_append,
+    messages_move,
+    text_block,
 )
-from garden.services.conversations import _next_seq, conversation_create, message_append, text_block
 from garden.slots import call_slot
-from groups import budget
+from groups import budget, row_locks
 from groups.bounding import RoomTooLarge, bound_for_synthesis
 from groups.locks import LockContended, group_lock
-from groups.models import CallReservation, Group, GroupRequest
+from groups.models import CallReservation, GroupRequest
 from groups.projection import project
+from groups.room import dispatch, load_room, transcript_turns, views
+from groups.services.requests import request_start_next
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,6 @@ def room_chars(conversation_id: int) -> int:
 def request_after_finish(*, request_id: int) -> str:
     """After a completed request: roll the thread over if the room passed its cap, then start
     the group's next queued request (which reads the new thread)."""
-    from groups.services.requests import request_start_next
-
     request = (
         GroupRequest.objects.select_related("group", "conversation").filter(pk=request_id).first()
     )
@@ -71,8 +69,6 @@ def request_after_finish(*, request_id: int) -> str:
 
 def rollover(*, request: GroupRequest) -> str:
     """Summarise and roll the request's thread; caller checked the room is past its cap."""
-    from groups.coordinator import _dispatch, _load_room, _views, transcript_turns
-
     group = request.group
     with group_lock(group.pk):
         if (
@@ -82,10 +78,12 @@ def rollover(*, request: GroupRequest) -> str:
             ).exists()
         ):
             return "busy"
-        room = _load_room(request.pk, request.fence)
+        room = load_room(request.pk, request.fence)
         coordinator = room.coordinator
-        group_view, views = _views(room)
-        projection = project(transcript_turns(room), agent=views[coordinator.pk], group=group_view)
+        group_view, agent_views = views(room)
+        projection = project(
+            transcript_turns(room), agent=agent_views[coordinator.pk], group=group_view
+        )
         messages = list(projection.messages)
         if messages and messages[-1].role == "user":
             messages[-1] = ChatMessage(
@@ -114,7 +112,7 @@ def rollover(*, request: GroupRequest) -> str:
                 return "maintenance_spent"
             try:
                 reply, failure = (
-                    _dispatch(
+                    dispatch(
                         coordinator, ChatRequest(system=bounded.system, messages=bounded.messages)
                     ),
                     None,
@@ -122,10 +120,7 @@ def rollover(*, request: GroupRequest) -> str:
             except ProviderError as exc:
                 reply, failure = None, exc
         if failure is not None:
-            if isinstance(failure, (ConfirmedRejection, ProviderConfigError)):
-                budget.release_call(reservation=reservation, reason=failure.code)
-            else:
-                budget.consume_call(reservation=reservation, reason=failure.code)
+            budget.settle_failed_call(reservation=reservation, failure=failure)
             _tell_owner(
                 request,
                 f"The thread did not roll over: the summary did not come "
@@ -146,8 +141,9 @@ def rollover(*, request: GroupRequest) -> str:
 def _roll(request: GroupRequest, coordinator, summary: str) -> Conversation:
     """Close the old thread, open the new one from the summary, and move the owner messages
     still waiting in the queue into it, so they are answered where they will be read."""
-    group = Group.objects.select_for_update().get(pk=request.group_id)
-    old = Conversation.objects.select_for_update().get(pk=request.conversation_id)
+    group = row_locks.lock_group(request.group_id)
+    queued = row_locks.lock_group_requests(group.pk, states=[GroupRequest.State.QUEUED])
+    old = row_locks.lock_conversation(request.conversation_id)
     channel = events.group_channel(group.pk)
     message_append(
         conversation_id=old.pk,
@@ -162,8 +158,7 @@ def _roll(request: GroupRequest, coordinator, summary: str) -> Conversation:
         request_id=request.pk,
         channel=channel,
     )
-    old.status, old.closed_at = Conversation.Status.CLOSED, timezone.now()
-    old.save(update_fields=["status", "closed_at"])
+    conversation_close(conversation=old)
     new = conversation_create(
         owner=group.owner, group=group, title=group.name, carried_summary=summary
     )
@@ -175,16 +170,12 @@ def _roll(request: GroupRequest, coordinator, summary: str) -> Conversation:
         content=[text_block(summary)],
         channel=channel,
     )
-    for queued in (
-        GroupRequest.objects.select_for_update()
-        .filter(group=group, conversation=old, state=GroupRequest.State.QUEUED)
-        .order_by("id")
-    ):
-        queued.conversation = new
-        queued.save(update_fields=["conversation", "updated_at"])
-        Message.objects.filter(request=queued, conversation=old).update(
-            conversation=new, seq=_next_seq(new.pk)
-        )
+    for waiting in queued:
+        if waiting.conversation_id != old.pk:
+            continue
+        waiting.conversation = new
+        waiting.save(update_fields=["conversation", "updated_at"])
+        messages_move(request_id=waiting.pk, from_conversation_id=old.pk, to_conversation_id=new.pk)
     events.send_event_on_commit(
         channel=channel,
         event={"type": "conversation.rolled", "old": old.pk, "conversation": new.pk},

@@ -5,10 +5,12 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
-from groups.models import Group, Membership
+from garden.errors import is_row_id
+from garden.models import Approval, Conversation, MemoryNote, Message
+from groups.models import Group, GroupRequest, Membership
 
-# Larger ids cannot name a row; filtering by them would overflow the database integer.
-_MAX_ID = 2**63 - 1
+# At most this many turns per page of a room's transcript.
+ROOM_PAGE = 500
 
 
 def _with_members(qs: QuerySet[Group]) -> QuerySet[Group]:
@@ -27,8 +29,59 @@ def group_list(*, owner: AbstractBaseUser) -> QuerySet[Group]:
 
 def group_get(*, owner: AbstractBaseUser, group_id: int) -> Group | None:
     """One of the owner's groups by id; archived ones still read, deleted ones do not."""
-    if not 0 < group_id <= _MAX_ID:
+    if not is_row_id(group_id):
         return None
     return _with_members(
         Group.objects.filter(owner=owner, deleted_at__isnull=True, pk=group_id)
     ).first()
+
+
+def group_has_purge_due(*, owner: AbstractBaseUser, cutoff) -> bool:
+    """Whether one of the owner's deleted groups is past its minute to undo."""
+    return Group.objects.filter(owner=owner, deleted_at__lt=cutoff).exists()
+
+
+def room_conversation(*, group: Group, conversation_id: int | None = None) -> Conversation | None:
+    """The group's open thread, or — by id — one of its closed ones."""
+    threads = Conversation.objects.filter(group=group)
+    if conversation_id is not None:
+        return threads.filter(pk=conversation_id).first() if is_row_id(conversation_id) else None
+    return threads.filter(status=Conversation.Status.OPEN).order_by("-id").first()
+
+
+def room_messages(*, conversation: Conversation, after: int = 0) -> list[Message]:
+    """The thread's turns after seq ``after``, in order, one page at most."""
+    return list(
+        Message.objects.filter(conversation=conversation, seq__gt=after)
+        .select_related("speaker_agent")
+        .order_by("seq")[:ROOM_PAGE]
+    )
+
+
+def request_active(*, group: Group) -> GroupRequest | None:
+    return GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).first()
+
+
+def requests_queued_count(*, group: Group) -> int:
+    return GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).count()
+
+
+def request_get(*, group: Group, request_id: int) -> GroupRequest | None:
+    if not is_row_id(request_id):
+        return None
+    return GroupRequest.objects.filter(group=group, pk=request_id).first()
+
+
+def approval_list(*, owner: AbstractBaseUser, status: str | None = None, limit: int = 200):
+    """The owner's approvals (of live groups), oldest first; ``status`` filters."""
+    approvals = Approval.objects.filter(owner=owner).select_related("agent", "request")
+    if status:
+        approvals = approvals.filter(status=status)
+    return approvals.exclude(request__group__deleted_at__isnull=False).order_by("id")[:limit]
+
+
+def group_memory(*, group: Group) -> QuerySet[MemoryNote]:
+    """The notes of the group's memory scope, oldest first."""
+    return MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).order_by(
+        "id"
+    )

@@ -1,14 +1,26 @@
-"""Thin Celery tasks of the group loop: take ids, call one service, stay idempotent."""
+"""Thin Celery tasks of the group loop: take ids, call one service, stay idempotent. Their
+names come from ``groups.scheduling``, which is how everything below sends them."""
 
 from celery import shared_task
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
+from groups import scheduling
 from groups.locks import LockContended
+from groups.rollover import request_after_finish
+from groups.services.approvals import approval_execute
+from groups.services.groups import group_purge_expired
+from groups.services.requests import request_start_next, request_sweep
+from groups.step import advance_request as step
+
+
+def _soon(retries: int) -> float:
+    """Back-off for a contended lock: the step holding it finishes in about a model call."""
+    return min(0.1 * 2 ** min(retries, 6), 5.0)
 
 
 @shared_task(
-    name="groups.advance_request",
+    name=scheduling.ADVANCE_REQUEST,
     bind=True,
     acks_late=True,
     ignore_result=True,
@@ -23,8 +35,6 @@ def advance_request(
     group_id: int | None = None,
 ) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
-    from groups.coordinator import advance_request as step
-
     try:
         return step(
             request_id=request_id,
@@ -35,9 +45,7 @@ def advance_request(
         )
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
-        raise self.retry(
-            countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc
-        ) from exc
+        raise self.retry(countdown=_soon(self.request.retries), exc=exc) from exc
     except (DatabaseError, RedisError) as exc:
         # A dropped database or Redis connection: deliver again shortly. The redelivery
         # re-claims by fence, so whatever this attempt wrote or lost stays consistent.
@@ -48,39 +56,36 @@ def advance_request(
         ) from exc
 
 
-@shared_task(name="groups.start_next_request", acks_late=True, ignore_result=True)
+@shared_task(name=scheduling.START_NEXT_REQUEST, acks_late=True, ignore_result=True)
 def start_next_request(group_id: int) -> None:
-    from groups.services.requests import request_start_next
-
     request_start_next(group_id=group_id)
 
 
-@shared_task(name="groups.sweep_requests", acks_late=True, ignore_result=True)
+@shared_task(name=scheduling.SWEEP_REQUESTS, acks_late=True, ignore_result=True)
 def sweep_requests() -> dict:
     """Periodic (beat): re-enqueue requests a crash stranded; see request_sweep."""
-    from groups.services.requests import request_sweep
-
     return request_sweep()
 
 
-@shared_task(name="groups.execute_approval", acks_late=True, ignore_result=True)
+@shared_task(name=scheduling.EXECUTE_APPROVAL, acks_late=True, ignore_result=True)
 def execute_approval(approval_id: int) -> str:
     """Run an approved action exactly once and resume its request."""
-    from groups.services.approvals import approval_execute
-
     return approval_execute(approval_id=approval_id)
 
 
 @shared_task(
-    name="groups.after_request", bind=True, acks_late=True, ignore_result=True, max_retries=None
+    name=scheduling.AFTER_REQUEST, bind=True, acks_late=True, ignore_result=True, max_retries=None
 )
 def after_request(self, request_id: int) -> str:
     """After a completed request: roll the thread over if it is full, then start the next."""
-    from groups.rollover import request_after_finish
-
     try:
         return request_after_finish(request_id=request_id)
     except LockContended as exc:
-        raise self.retry(
-            countdown=min(0.1 * 2 ** min(self.request.retries, 6), 5.0), exc=exc
-        ) from exc
+        raise self.retry(countdown=_soon(self.request.retries), exc=exc) from exc
+
+
+@shared_task(name=scheduling.PURGE_DELETED_GROUPS, acks_late=True, ignore_result=True)
+def purge_deleted_groups(owner_id: int | None = None) -> int:
+    """Periodic (beat), and after a group-list read that saw one due: remove for good the
+    groups whose minute to undo has passed (one owner's, or everyone's)."""
+    return group_purge_expired(owner_id=owner_id)

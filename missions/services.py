@@ -25,11 +25,11 @@ from django_celery_beat.models import CrontabSchedule, IntervalSchedule, Periodi
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Agent, Conversation, Goal, Message, Run
 from garden.quotas import quota_hold
-from garden.services.chat import ChatError, conversation_post_owner_message
+from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.services.runs import goal_conclude, goal_create, run_finish, run_start
 from groups.models import Group, GroupRequest
-from groups.services.requests import RequestError, request_create
+from groups.services.requests import request_create
 
 from .models import Mission, MissionRun
 
@@ -513,8 +513,13 @@ def _start_or_skip(mission: Mission, *, trigger: str, task_id: str) -> MissionRu
                 )
                 refs = {"conversation": conversation, "owner_message": message}
                 actor = f"agent:{mission.target_agent_id}"
-    except (RequestError, ChatError, QuotaExceeded) as exc:
-        lasting = isinstance(exc, RequestError) and exc.code in _LASTING_REQUEST_REFUSALS
+    except ServiceError as exc:
+        # A group that is gone or a member no longer in it will not come back by waiting.
+        lasting = (
+            mission.target_group_id is not None
+            and not isinstance(exc, QuotaExceeded)
+            and exc.code in _LASTING_REQUEST_REFUSALS
+        )
         return _record_skip(
             mission,
             _Skip(exc.code, f"The run could not start: {exc}", disable=lasting),

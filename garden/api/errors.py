@@ -50,7 +50,16 @@ def _flatten(details: Any, prefix: str = "") -> list[dict[str, str]]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
-        exc = ApiError(exc.code, exc.message, field=exc.field, status_code=exc.status)
+        return Response(
+            {
+                "code": exc.code,
+                "message": exc.message,
+                "errors": [
+                    {"field": e.field, "code": e.code, "message": e.message} for e in exc.errors
+                ],
+            },
+            status=exc.status,
+        )
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

@@ -169,3 +169,31 @@ class AccountTestOutput(serializers.Serializer):
     ok = serializers.BooleanField()
     code = serializers.CharField(allow_null=True, help_text="The named failure, when not ok.")
     message = serializers.CharField()
+
+
+class SpeakerOutput(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["owner", "agent", "garden"])
+    agent = serializers.IntegerField(allow_null=True)
+    handle = serializers.CharField(allow_null=True)
+    name = serializers.CharField()
+    colour = serializers.CharField(allow_null=True)
+
+
+class MessageOutput(serializers.Serializer):
+    """A turn as ``message_payload`` writes it for the API and the live events alike."""
+
+    id = serializers.IntegerField()
+    conversation = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    speaker = SpeakerOutput()
+    kind = serializers.CharField()
+    content = serializers.JSONField(help_text="The turn's blocks: text, tool_call, tool_result…")
+    request = serializers.IntegerField(allow_null=True)
+    addressed_agent = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConversationMessagesOutput(serializers.Serializer):
+    conversation = serializers.IntegerField()
+    last_seq = serializers.IntegerField()
+    messages = MessageOutput(many=True)

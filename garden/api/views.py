@@ -16,9 +16,11 @@ from garden.api.serializers import (
     AgentInput,
     AgentOutput,
     ConversationInput,
+    ConversationMessagesOutput,
     ConversationOutput,
     CredentialOutput,
     MessageInput,
+    MessageOutput,
     ModelAccountChangeInput,
     ModelAccountInput,
     ModelAccountOutput,
@@ -32,7 +34,7 @@ from garden.services.agents import (
     model_account_test,
     model_account_update,
 )
-from garden.services.chat import ChatError, conversation_post_owner_message
+from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create, message_payload
 
 
@@ -189,7 +191,7 @@ class ConversationMessagesApi(APIView):
     # Posting a message starts model calls: its own, tighter rate.
     throttle_scopes = {"POST": "messages"}
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(responses={200: ConversationMessagesOutput})
     def get(self, request: Request, conversation_id: int) -> Response:
         conversation = selectors.conversation_get(
             owner=request.user, conversation_id=conversation_id
@@ -209,7 +211,7 @@ class ConversationMessagesApi(APIView):
             }
         )
 
-    @extend_schema(request=MessageInput, responses={202: dict})
+    @extend_schema(request=MessageInput, responses={202: MessageOutput})
     def post(self, request: Request, conversation_id: int) -> Response:
         conversation = selectors.conversation_get(
             owner=request.user, conversation_id=conversation_id
@@ -218,11 +220,8 @@ class ConversationMessagesApi(APIView):
             raise not_found("conversation")
         data = MessageInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            with transaction.atomic():
-                message = conversation_post_owner_message(
-                    owner=request.user, conversation=conversation, text=data.validated_data["text"]
-                )
-        except ChatError as exc:
-            raise ApiError(exc.code, str(exc), field=exc.field) from exc
+        with transaction.atomic():
+            message = conversation_post_owner_message(
+                owner=request.user, conversation=conversation, text=data.validated_data["text"]
+            )
         return Response(message_payload(message), status=status.HTTP_202_ACCEPTED)

@@ -10,13 +10,14 @@ import logging
 import time
 from datetime import timedelta
 
+from celery import signature
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from garden.chat_signals import chat_replied
-from garden.errors import QuotaExceeded
+from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Conversation, Message
 from garden.providers import (
     ChatMessage,
@@ -39,13 +40,8 @@ class CallSlotsBusy(Exception):
     """Every model-call slot of the owner is in use; the reply is tried again shortly."""
 
 
-class ChatError(Exception):
-    """A named refusal of the 1:1 path; ``code`` and ``field`` reach the API as a 400."""
-
-    def __init__(self, code: str, message: str, *, field: str = "non_field_errors") -> None:
-        super().__init__(message)
-        self.code = code
-        self.field = field
+# The task that writes the agent's reply (garden.tasks), sent by name after commit.
+CHAT_REPLY_TASK = "garden.chat_reply"
 
 
 def conversation_post_owner_message(
@@ -54,17 +50,17 @@ def conversation_post_owner_message(
     """Store the owner's turn and enqueue the agent's reply after commit."""
     text = text.strip()
     if not text:
-        raise ChatError("EMPTY_CONTENT", "The message is empty.", field="text")
+        raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
     if conversation.owner_id != owner.pk or conversation.agent_id is None:
-        raise ChatError("CONVERSATION_NOT_FOUND", "No such conversation.", field="conversation")
+        raise ServiceError("CONVERSATION_NOT_FOUND", "No such conversation.", field="conversation")
     if conversation.status != Conversation.Status.OPEN:
-        raise ChatError("CONVERSATION_CLOSED", "This conversation is closed.", field="conversation")
+        raise ServiceError(
+            "CONVERSATION_CLOSED", "This conversation is closed.", field="conversation"
+        )
     if not conversation.agent.can_run:
-        raise ChatError(
+        raise ServiceError(
             "AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation"
         )
-    from garden.tasks import chat_reply
-
     waiting = Message.objects.filter(
         conversation__owner_id=owner.pk,
         conversation__agent__isnull=False,
@@ -91,7 +87,9 @@ def conversation_post_owner_message(
                 status=429,
             ),
         )
-        transaction.on_commit(lambda: chat_reply.delay(message.pk))
+        transaction.on_commit(
+            lambda: signature(CHAT_REPLY_TASK, kwargs={"message_id": message.pk}).apply_async()
+        )
     return message
 
 

@@ -134,6 +134,21 @@ def _next_seq(conversation_id: int, count: int = 1) -> int:
     return row[0]
 
 
+def messages_move(*, request_id: int, from_conversation_id: int, to_conversation_id: int) -> int:
+    """Move a request's turns to another thread, in their order, each taking the next seq
+    there; returns how many. Caller holds both threads' group."""
+    ids = list(
+        Message.objects.filter(request_id=request_id, conversation_id=from_conversation_id)
+        .order_by("seq")
+        .values_list("pk", flat=True)
+    )
+    if ids:
+        last = _next_seq(to_conversation_id, len(ids))
+        for seq, pk in enumerate(ids, start=last - len(ids) + 1):
+            Message.objects.filter(pk=pk).update(conversation_id=to_conversation_id, seq=seq)
+    return len(ids)
+
+
 def conversation_close(*, conversation: Conversation) -> None:
     conversation.status = Conversation.Status.CLOSED
     conversation.closed_at = timezone.now()

@@ -8,7 +8,7 @@ from the context, never from the arguments.
 from __future__ import annotations
 
 import json
-import threading
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +17,8 @@ from typing import Any
 import jsonschema
 
 from garden.providers.types import ToolSpec
+
+log = logging.getLogger(__name__)
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent.parent / "schema"
 
@@ -47,6 +49,8 @@ class Tool:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+# Filled once per process, when the apps are ready: each app registers its own tools from
+# its AppConfig.ready() (garden's files, memory and web; groups' ask, help and maker tools).
 _REGISTRY: dict[str, Tool] = {}
 
 
@@ -56,12 +60,10 @@ def register(tool: Tool) -> Tool:
 
 
 def get_tool(name: str) -> Tool | None:
-    _load_builtin_tools()
     return _REGISTRY.get(name)
 
 
 def all_tools() -> dict[str, Tool]:
-    _load_builtin_tools()
     return dict(_REGISTRY)
 
 
@@ -93,31 +95,23 @@ def _validator(name: str, schema: dict[str, Any]):
     return cached[1]
 
 
-_loaded = False
-_loading = threading.RLock()
-
-
-def _load_builtin_tools() -> None:
-    """Import the modules that register the built-in tools, once per process. The flag is set
-    only after the imports, under a lock, so a worker thread never sees a half-filled registry."""
-    global _loaded
-    if _loaded:
-        return
-    with _loading:
-        if _loaded:
-            return
-        import importlib
-
-        for module in (
-            "groups.tools",
-            "garden.tools.files",
-            "garden.tools.memory",
-            "garden.tools.web",
-            "garden.tools.platform",
-        ):
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name != module:
-                    raise
-        _loaded = True
+def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    """Run tool ``name`` on model-supplied ``arguments``; every failure is a named outcome the
+    model reads (TOOL_NOT_AVAILABLE, INVALID_TOOL_ARGUMENTS, TOOL_FAILED), never a crash."""
+    tool = get_tool(name)
+    if tool is None or tool.handler is None:
+        return ToolOutcome(
+            f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"
+        )
+    problem = check_arguments(tool, arguments)
+    if problem:
+        return ToolOutcome(
+            f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
+        )
+    try:
+        return tool.handler(ctx, arguments)
+    except Exception as exc:  # a tool's failure is the model's information, not a crash
+        log.exception("tool %s failed", name)
+        return ToolOutcome(
+            f"TOOL_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="TOOL_FAILED"
+        )

@@ -6,8 +6,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-# The creation sheet says it in one sentence: group runs share what the room holds.
-MEMORY_SENTENCE = "What is in the room is seen by the room."
+from groups.models import MEMORY_SENTENCE
+
 MAX_MEMBERS_LISTED = 50
 
 

@@ -6,13 +6,12 @@ Another owner's group, like a deleted one, is a 404 on every route.
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import exceptions, status
-from rest_framework.exceptions import ErrorDetail
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.api.errors import ApiError
+from garden.errors import ServiceError
 from groups import selectors
 from groups.api.serializers import (
     ErrorOutput,
@@ -24,17 +23,13 @@ from groups.api.serializers import (
 )
 from groups.models import Group
 from groups.services.groups import (
-    GroupError,
-    GroupNotFound,
-    GroupRulesBroken,
-    UndoExpired,
     group_archive,
     group_clear,
     group_create,
     group_delete,
-    group_purge_expired,
     group_restore,
     group_update,
+    purge_due_groups_soon,
 )
 
 TAGS = ["groups"]
@@ -45,23 +40,10 @@ _FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSR
 _NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such group for this owner.")
 
 
-def _api_error(exc: GroupError) -> exceptions.APIException:
-    if isinstance(exc, GroupRulesBroken):
-        details: dict[str, list[ErrorDetail]] = {}
-        for error in exc.errors:
-            details.setdefault(error.field, []).append(ErrorDetail(error.message, code=error.code))
-        return exceptions.ValidationError(details)
-    if isinstance(exc, GroupNotFound):
-        return ApiError(exc.code, exc.message, status_code=status.HTTP_404_NOT_FOUND)
-    if isinstance(exc, UndoExpired):
-        return ApiError(exc.code, exc.message, status_code=status.HTTP_410_GONE)
-    return ApiError(exc.code, exc.message, field=exc.field)
-
-
 def _get_group(request: Request, group_id: int) -> Group:
     group = selectors.group_get(owner=request.user, group_id=group_id)
     if group is None:
-        raise _api_error(GroupNotFound())
+        raise ServiceError("NOT_FOUND", "No such group.", status=404)
     return group
 
 
@@ -73,11 +55,11 @@ class GroupListCreateApi(APIView):
     @extend_schema(
         tags=TAGS,
         responses={200: GroupOutput(many=True), 403: _FORBIDDEN},
-        description="The roster: groups neither deleted nor archived. Groups deleted "
-        "more than a minute ago are purged first.",
+        description="The roster: groups neither deleted nor archived. A read that finds "
+        "a group deleted more than a minute ago asks a worker to remove it for good.",
     )
     def get(self, request: Request) -> Response:
-        group_purge_expired(owner=request.user)
+        purge_due_groups_soon(owner=request.user)
         return Response(GroupOutput(selectors.group_list(owner=request.user), many=True).data)
 
     @extend_schema(
@@ -88,10 +70,7 @@ class GroupListCreateApi(APIView):
     def post(self, request: Request) -> Response:
         data = GroupCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            group = group_create(owner=request.user, **data.validated_data)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        group = group_create(owner=request.user, **data.validated_data)
         return _group_response(request, group.pk, status.HTTP_201_CREATED)
 
 
@@ -116,10 +95,7 @@ class GroupDetailApi(APIView):
         group = _get_group(request, group_id)
         data = GroupChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            group_update(group=group, **data.validated_data)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        group_update(group=group, **data.validated_data)
         return _group_response(request, group_id)
 
     @extend_schema(
@@ -130,10 +106,7 @@ class GroupDetailApi(APIView):
     )
     def delete(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
-        try:
-            undo_until = group_delete(group=group)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        undo_until = group_delete(group=group)
         return Response(GroupDeletedOutput({"undoUntil": undo_until}).data)
 
 
@@ -150,10 +123,7 @@ class GroupRestoreApi(APIView):
         description="Bring a deleted group back as it was, until its undoUntil.",
     )
     def post(self, request: Request, group_id: int) -> Response:
-        try:
-            group = group_restore(owner=request.user, group_id=group_id)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        group = group_restore(owner=request.user, group_id=group_id)
         return _group_response(request, group.pk)
 
 
@@ -167,10 +137,7 @@ class GroupClearApi(APIView):
     )
     def post(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
-        try:
-            count = group_clear(group=group)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        count = group_clear(group=group)
         return Response(GroupClearedOutput({"conversations": count}).data)
 
 
@@ -183,8 +150,5 @@ class GroupArchiveApi(APIView):
     )
     def post(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)
-        try:
-            group_archive(group=group)
-        except GroupError as exc:
-            raise _api_error(exc) from exc
+        group_archive(group=group)
         return _group_response(request, group_id)

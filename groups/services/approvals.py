@@ -14,24 +14,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from garden import events
+from garden.errors import ServiceError
 from garden.models import Approval, Message
 from garden.services.conversations import message_append, text_block
-from garden.tools import ToolContext, ToolOutcome, check_arguments, get_tool
-from groups.models import Group, GroupRequest
-from groups.services.requests import approval_event, request_event
+from garden.tools import ToolContext, ToolOutcome, run_tool
+from groups import row_locks, scheduling
+from groups.models import GroupRequest
+from groups.payloads import approval_event, request_event
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
 SURFACES = ("dashboard", "telegram", "api", "admin")
-
-
-class ApprovalError(Exception):
-    def __init__(
-        self, code: str, message: str, *, status: int = 400, field: str = "decision"
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -47,9 +39,11 @@ def approval_decide(
     a different one is refused (409). A request already finished — stopped, say — has had
     its approval rejected, so a late approve is refused too."""
     if decision not in DECISIONS:
-        raise ApprovalError("INVALID_DECISION", "decision must be 'approve' or 'reject'.")
+        raise ServiceError(
+            "INVALID_DECISION", "decision must be 'approve' or 'reject'.", field="decision"
+        )
     if surface not in SURFACES:
-        raise ApprovalError(
+        raise ServiceError(
             "INVALID_SURFACE", f"surface must be one of {', '.join(SURFACES)}.", field="surface"
         )
     wanted = DECISIONS[decision]
@@ -59,24 +53,19 @@ def approval_decide(
         .first()
     )
     if head is None:
-        raise ApprovalError("NOT_FOUND", "No such approval.", status=404, field="approval")
+        raise ServiceError("NOT_FOUND", "No such approval.", status=404, field="approval")
     with transaction.atomic():
-        if head["request__group_id"]:
-            Group.objects.select_for_update().filter(pk=head["request__group_id"]).first()
-        request = (
-            GroupRequest.objects.select_for_update().filter(pk=head["request_id"]).first()
-            if head["request_id"]
-            else None
-        )
-        approval = Approval.objects.select_for_update().get(pk=approval_id)
+        _, request = row_locks.lock_group_and_request(head["request__group_id"], head["request_id"])
+        approval = row_locks.lock_approval(approval_id)
         if approval.status != Approval.Status.PENDING:
             if approval.status == wanted:
                 return Decision(approval, repeated=True)
-            raise ApprovalError(
+            raise ServiceError(
                 "APPROVAL_ALREADY_DECIDED",
                 f"This action was already {approval.status}"
                 + (f" ({approval.reason})" if approval.reason else "")
                 + ".",
+                field="decision",
                 status=409,
             )
         approval.status = wanted
@@ -102,15 +91,8 @@ def approval_decide(
                 ),
             )
         else:
-            approval_id_ = approval.pk
-            transaction.on_commit(lambda: _enqueue_execution(approval_id_))
+            scheduling.execute_approval_on_commit(approval.pk)
     return Decision(approval, repeated=False)
-
-
-def _enqueue_execution(approval_id: int) -> None:
-    from groups.tasks import execute_approval
-
-    execute_approval.delay(approval_id)
 
 
 def approval_execute(*, approval_id: int) -> str:
@@ -122,13 +104,11 @@ def approval_execute(*, approval_id: int) -> str:
     """
     with transaction.atomic():
         approval = Approval.objects.select_related("agent").get(pk=approval_id)
-        if approval.request_id:
-            Group.objects.select_for_update().filter(pk=approval.request.group_id).first()
-            request = GroupRequest.objects.select_for_update().get(pk=approval.request_id)
-            if request.state != GroupRequest.State.AWAITING_APPROVAL:
-                return "request_not_waiting"
-        else:
-            request = None
+        _, request = row_locks.lock_group_and_request(
+            approval.request.group_id if approval.request_id else None, approval.request_id
+        )
+        if request is not None and request.state != GroupRequest.State.AWAITING_APPROVAL:
+            return "request_not_waiting"
         claimed = Approval.objects.filter(
             pk=approval_id, status=Approval.Status.APPROVED, executed_at__isnull=True
         ).update(executed_at=timezone.now())
@@ -137,24 +117,12 @@ def approval_execute(*, approval_id: int) -> str:
     outcome = _run(approval)
     with transaction.atomic():
         if request is not None:
-            Group.objects.select_for_update().filter(pk=request.group_id).first()
-            request = GroupRequest.objects.select_for_update().get(pk=request.pk)
+            _, request = row_locks.lock_group_and_request(request.group_id, request.pk)
         _record_and_resume(approval, request, outcome)
     return "executed"
 
 
 def _run(approval: Approval) -> ToolOutcome:
-    name, arguments = approval.action.get("name", ""), approval.action.get("arguments", {})
-    tool = get_tool(name)
-    if tool is None or tool.handler is None:
-        return ToolOutcome(
-            f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"
-        )
-    problem = check_arguments(tool, arguments)
-    if problem:
-        return ToolOutcome(
-            f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
-        )
     request = approval.request
     ctx = ToolContext(
         owner_id=approval.owner_id,
@@ -163,12 +131,7 @@ def _run(approval: Approval) -> ToolOutcome:
         group_id=request.group_id if request else None,
         request_id=approval.request_id,
     )
-    try:
-        return tool.handler(ctx, arguments)
-    except Exception as exc:  # the failure is the model's information
-        return ToolOutcome(
-            f"TOOL_FAILED: {type(exc).__name__}: {exc}", is_error=True, code="TOOL_FAILED"
-        )
+    return run_tool(ctx, approval.action.get("name", ""), approval.action.get("arguments", {}))
 
 
 def _record_and_resume(
@@ -176,8 +139,6 @@ def _record_and_resume(
 ) -> None:
     """Record the action's result under the requesting agent and, if the request is still
     waiting on it, resume from where it stopped. Caller holds the group and request locks."""
-    from groups.coordinator import enqueue_step_on_commit
-
     channel = events.group_channel(request.group_id) if request else None
     message_append(
         conversation_id=approval.conversation_id,
@@ -217,4 +178,4 @@ def _record_and_resume(
     request.completed_fence = request.fence
     request.save(update_fields=["state", "completed_fence", "updated_at"])
     events.send_event_on_commit(channel=channel, event=request_event(request))
-    enqueue_step_on_commit(request.pk, request.fence, group_id=request.group_id)
+    scheduling.enqueue_step_on_commit(request.pk, request.fence, group_id=request.group_id)

@@ -16,52 +16,29 @@ from django.db import transaction
 from django.utils import timezone
 
 from garden import events
-from garden.errors import QuotaExceeded
+from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id
 from garden.models import Agent, Conversation, MemoryNote
 from garden.quotas import quota_hold
-from groups import rules
+from groups import row_locks, rules, scheduling, selectors
 from groups.models import Group, Membership
 from groups.services.requests import request_stop_active
 
 UNDO_SECONDS = 60
 UNDO_WINDOW = timedelta(seconds=UNDO_SECONDS)
-# The largest primary key any table here can hold; larger ids cannot name a row.
-_MAX_ID = 2**63 - 1
 
 
-class GroupError(Exception):
-    """A named refusal of a group write; the API maps ``code`` to an HTTP status."""
-
-    code = "GROUP_ERROR"
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.field = field
+def _not_found() -> ServiceError:
+    return ServiceError("NOT_FOUND", "No such group.", status=404)
 
 
-class GroupNotFound(GroupError):
-    code = "NOT_FOUND"
-
-    def __init__(self) -> None:
-        super().__init__("No such group.")
-
-
-class UndoExpired(GroupError):
-    code = "UNDO_EXPIRED"
-
-    def __init__(self) -> None:
-        super().__init__("The minute to undo this deletion has passed.")
-
-
-class GroupRulesBroken(GroupError):
-    """The rule set refused the change; ``errors`` holds every named error."""
-
-    code = "INVALID"
-
-    def __init__(self, errors: Sequence[rules.GroupRuleError]) -> None:
-        super().__init__("; ".join(e.message for e in errors), field=errors[0].field)
-        self.errors = tuple(errors)
+def _rules_broken(errors: Sequence[rules.GroupRuleError]) -> ServiceError:
+    """The rule set refused the change: every broken rule, each with its field and code."""
+    return ServiceError(
+        "invalid",
+        "The request is invalid.",
+        field=errors[0].field,
+        errors=[FieldError(e.field, e.code, e.message) for e in errors],
+    )
 
 
 def group_event(group: Group, *, change: str) -> dict:
@@ -89,24 +66,19 @@ def _push(group: Group, *, change: str) -> None:
 
 def _candidates(ids: Iterable[int], *, lock: bool = False) -> dict[int, rules.Candidate]:
     """The agents named by ``ids``, whoever owns them: the rules decide what is not found."""
-    wanted = {i for i in ids if isinstance(i, int) and 0 < i <= _MAX_ID}
+    wanted = {i for i in ids if is_row_id(i)}
     if not wanted:
         return {}
-    qs = Agent.objects.filter(pk__in=wanted).order_by("pk")
-    if lock:
-        # An agent being removed right now waits for this change, or this change sees it.
-        qs = qs.select_for_update(of=("self",))
-    return {a.pk: rules.Candidate.of(a) for a in qs}
+    # Locked: an agent being removed right now waits for this change, or this change sees it.
+    agents = row_locks.lock_agents(wanted) if lock else Agent.objects.filter(pk__in=wanted)
+    return {a.pk: rules.Candidate.of(a) for a in agents}
 
 
 def _lock_group(*, group_id: int, owner_id: int | None = None) -> Group:
     """Caller holds a transaction. The group row FOR UPDATE; deleted reads as not found."""
-    qs = Group.objects.select_for_update(of=("self",)).filter(pk=group_id, deleted_at__isnull=True)
-    if owner_id is not None:
-        qs = qs.filter(owner_id=owner_id)
-    group = qs.first()
+    group = row_locks.lock_group(group_id, owner_id=owner_id, live=True)
     if group is None:
-        raise GroupNotFound()
+        raise _not_found()
     return group
 
 
@@ -154,7 +126,7 @@ def group_create(
             default_coordinator=agents.get(concierge.pk) if concierge else None,
         )
         if not result.ok:
-            raise GroupRulesBroken(result.errors)
+            raise _rules_broken(result.errors)
         shape = result.shape
         group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
         _set_members(group, shape.members)
@@ -220,7 +192,7 @@ def group_update(
             group=locked, name=name, members=members, coordinator=coordinator, lock=True
         )
         if not result.ok:
-            raise GroupRulesBroken(result.errors)
+            raise _rules_broken(result.errors)
         shape = result.shape
         if shape == current:
             return locked
@@ -237,7 +209,7 @@ def group_delete(*, group: Group, now: datetime | None = None) -> datetime:
     """Stop the group's work, mark it deleted and return ``undo_until`` (a minute later).
 
     The group leaves every read at once; ``group_restore`` brings it back until
-    ``undo_until``, and the owner's next group-list read after that purges it.
+    ``undo_until``; after that ``group_purge_expired`` removes it for good.
     """
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
@@ -252,32 +224,31 @@ def group_delete(*, group: Group, now: datetime | None = None) -> datetime:
 def group_restore(*, owner: AbstractBaseUser, group_id: int, now: datetime | None = None) -> Group:
     """Bring a deleted group back as it was, until a minute after its deletion.
 
-    A group that is not deleted is returned as it is. Raises GroupNotFound for an unknown
-    (or another owner's, or already purged) group, UndoExpired after the minute.
+    A group that is not deleted is returned as it is. Refuses NOT_FOUND (404) for an unknown
+    (or another owner's, or already purged) group, UNDO_EXPIRED (410) after the minute.
     """
     now = now or timezone.now()
-    if not 0 < group_id <= _MAX_ID:
-        raise GroupNotFound()
+    if not is_row_id(group_id):
+        raise _not_found()
     with transaction.atomic():
-        group = (
-            Group.objects.select_for_update(of=("self",))
-            .filter(pk=group_id, owner_id=owner.pk)
-            .first()
-        )
+        group = row_locks.lock_group(group_id, owner_id=owner.pk)
         if group is None:
-            raise GroupNotFound()
+            raise _not_found()
         if group.deleted_at is None:
             return group
         if now > group.deleted_at + UNDO_WINDOW:
-            raise UndoExpired()
+            raise ServiceError(
+                "UNDO_EXPIRED", "The minute to undo this deletion has passed.", status=410
+            )
         group.deleted_at = None
         group.save(update_fields=["deleted_at", "updated_at"])
         _push(group, change="restored")
     return group
 
 
-def group_purge_expired(*, owner: AbstractBaseUser, now: datetime | None = None) -> int:
-    """Remove for good the owner's groups deleted more than a minute ago; returns how many.
+def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = None) -> int:
+    """Remove for good the groups deleted more than a minute ago (one owner's, or all);
+    returns how many. Beat runs it, and a group-list read that sees one due asks for it.
 
     Each goes with its conversations and everything that cascades from them (messages,
     requests, reservations, approvals), its member rows, the row itself, and the notes and
@@ -285,25 +256,31 @@ def group_purge_expired(*, owner: AbstractBaseUser, now: datetime | None = None)
     (their conversation link is cleared by SET_NULL).
     """
     cutoff = (now or timezone.now()) - UNDO_WINDOW
+    due = Group.objects.filter(deleted_at__lt=cutoff)
+    if owner_id is not None:
+        due = due.filter(owner_id=owner_id)
     purged = 0
-    ids = list(
-        Group.objects.filter(owner=owner, deleted_at__lt=cutoff).values_list("pk", flat=True)
-    )
-    for group_id in ids:
+    for group_id in due.values_list("pk", flat=True):
         with transaction.atomic():
-            # A concurrent list read may be purging the same group: take it or leave it.
-            group = (
-                Group.objects.select_for_update(of=("self",), skip_locked=True)
-                .filter(pk=group_id, owner=owner, deleted_at__lt=cutoff)
-                .first()
-            )
-            if group is None:
+            # Another worker may be purging the same group: take it or leave it.
+            group = row_locks.lock_group(group_id, skip_locked=True)
+            if group is None or group.deleted_at is None or group.deleted_at >= cutoff:
                 continue
-            MemoryNote.objects.filter(owner=owner, scope=group.memory_scope).delete()
+            MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).delete()
             Conversation.objects.filter(group=group).delete()
             group.delete()
             purged += 1
     return purged
+
+
+def purge_due_groups_soon(*, owner: AbstractBaseUser, now: datetime | None = None) -> bool:
+    """Ask a worker to purge the owner's groups whose minute to undo has passed, if any: a
+    read calls this, and a read writes nothing itself. Returns whether it asked."""
+    cutoff = (now or timezone.now()) - UNDO_WINDOW
+    if not selectors.group_has_purge_due(owner=owner, cutoff=cutoff):
+        return False
+    scheduling.purge_deleted_groups_soon(owner.pk)
+    return True
 
 
 def group_clear(*, group: Group) -> int:

@@ -7,12 +7,12 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from garden import events
+from garden.errors import ServiceError
 from garden.models import Agent, MemoryNote, Message
 from garden.services.conversations import message_append, text_block
+from groups import row_locks
 from groups.models import Group
-from groups.services.requests import RequestError, group_conversation_open
-
-MEMORY_SENTENCE = "What is in the room is seen by the room."
+from groups.services.requests import group_conversation_open
 
 
 def import_text(*, source: str, writer: str, text: str) -> str:
@@ -33,17 +33,15 @@ def memory_import_private_note(
     the import, but the note's words are the note's — often a model's — never the owner's."""
     note = MemoryNote.objects.filter(pk=note_id, owner=owner, scope__startswith="private:").first()
     if note is None:
-        raise RequestError("NOTE_NOT_FOUND", "No such private note.", field="note", status=400)
+        raise ServiceError("NOTE_NOT_FOUND", "No such private note.", field="note", status=400)
     agent = Agent.objects.filter(owner=owner, pk=int(note.scope.split(":", 1)[1])).first()
     source = f"@{agent.handle}'s" if agent else "an agent's"
     writer = Agent.objects.filter(pk=note.written_by_id).values_list("handle", flat=True).first()
     writer = f"@{writer}" if writer else "an agent"
     with transaction.atomic():
-        locked = (
-            Group.objects.select_for_update().filter(pk=group.pk, deleted_at__isnull=True).first()
-        )
+        locked = row_locks.lock_group(group.pk, live=True)
         if locked is None:
-            raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
+            raise ServiceError("NOT_FOUND", "No such group.", field="group", status=404)
         copy = MemoryNote.objects.create(
             owner=owner, scope=locked.memory_scope, kind=note.kind, text=note.text
         )
@@ -56,9 +54,3 @@ def memory_import_private_note(
             channel=events.group_channel(locked.pk),
         )
     return copy
-
-
-def group_memory(*, group: Group):
-    return MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).order_by(
-        "id"
-    )

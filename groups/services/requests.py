@@ -4,6 +4,8 @@ lock (garden/quotas.py), when taken, last."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -11,45 +13,14 @@ from django.utils import timezone
 
 from garden import events
 from garden.errors import QuotaExceeded, ServiceError
-from garden.models import Approval, Message
+from garden.models import Approval, Conversation, Message
 from garden.quotas import quota_hold
-from garden.services.conversations import message_append, text_block
+from garden.services.conversations import conversation_create, message_append, text_block
+from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
+from groups.payloads import approval_event, request_event
+from groups.routing import Contribution, parse_mentions
 from groups.signals import request_finished
-
-
-def request_event(request: GroupRequest) -> dict:
-    return {
-        "type": "request.state",
-        "request": {
-            "id": request.pk,
-            "state": request.state,
-            "fence": request.fence,
-            "working_reserved": request.working_reserved,
-            "synthesis_reserved": request.synthesis_reserved,
-            "maintenance_reserved": request.maintenance_reserved,
-            "waiting_for": request.waiting_for or None,
-            "outcome_code": request.outcome_code,
-            "outcome": request.outcome,
-        },
-    }
-
-
-def approval_event(approval: Approval) -> dict:
-    return {
-        "type": "approval.decided"
-        if approval.status != Approval.Status.PENDING
-        else "approval.created",
-        "approval": {
-            "id": approval.pk,
-            "status": approval.status,
-            "agent": approval.agent_id,
-            "request": approval.request_id,
-            "action": approval.action,
-            "tool_call_id": approval.tool_call_id,
-            "surface": approval.surface,
-        },
-    }
 
 
 def request_finish(
@@ -80,9 +51,7 @@ def request_finish(
     )
     request.refresh_from_db()
     channel = events.group_channel(request.group_id)
-    for approval in Approval.objects.select_for_update().filter(
-        request=request, status=Approval.Status.PENDING
-    ):
+    for approval in row_locks.lock_pending_approvals(request.pk):
         approval.status = Approval.Status.REJECTED
         approval.reason = f"request {state}"
         approval.decided_at = now
@@ -99,31 +68,17 @@ def request_finish(
         )
     events.send_event_on_commit(channel=channel, event=request_event(request))
     group_id, request_id, code = request.group_id, request.pk, request.outcome_code
-    from groups.coordinator import send_after_commit
-
     if state == GroupRequest.State.COMPLETED:
         # Between completed requests the thread may roll over before the next one starts.
-        send_after_commit(lambda: _after_request_after_commit(request_id))
+        scheduling.after_request_on_commit(request_id)
     else:
-        send_after_commit(lambda: _start_next_after_commit(group_id))
+        scheduling.start_next_on_commit(group_id)
     transaction.on_commit(
         lambda: request_finished.send(
             sender=GroupRequest, request_id=request_id, state=state, outcome_code=code
         )
     )
     return request
-
-
-def _after_request_after_commit(request_id: int) -> None:
-    from groups.tasks import after_request
-
-    after_request.delay(request_id)
-
-
-def _start_next_after_commit(group_id: int) -> None:
-    from groups.tasks import start_next_request
-
-    start_next_request.delay(group_id)
 
 
 def request_stop_active(
@@ -138,13 +93,9 @@ def request_stop_active(
     if include_queued:
         states.append(GroupRequest.State.QUEUED)
     with transaction.atomic():
-        Group.objects.select_for_update().filter(pk=group.pk).first()
+        row_locks.lock_group(group.pk)
         active = None
-        for request in (
-            GroupRequest.objects.select_for_update()
-            .filter(group=group, state__in=states)
-            .order_by("id")
-        ):
+        for request in row_locks.lock_group_requests(group.pk, states=states):
             was_active = request.state in GroupRequest.ACTIVE_STATES
             request_finish(
                 request=request,
@@ -158,20 +109,8 @@ def request_stop_active(
     return active
 
 
-class RequestError(ServiceError):
-    """A named refusal of a request write; the API maps it to a 400 (or 404/409)."""
-
-    def __init__(
-        self, code: str, message: str, *, field: str = "non_field_errors", status: int = 400
-    ) -> None:
-        super().__init__(code, message, field=field, status=status)
-
-
 def group_conversation_open(*, group: Group):
     """The group's open thread; created on first use. Caller holds FOR UPDATE on the group."""
-    from garden.models import Conversation
-    from garden.services.conversations import conversation_create
-
     conversation = (
         group.conversations.filter(status=Conversation.Status.OPEN).order_by("-id").first()
     )
@@ -223,28 +162,24 @@ def request_create(
     Mentions route the request: ``@handle`` members contribute in the order named, then the
     coordinator resumes. Unknown or non-member handles are refused and nothing is stored.
     """
-    from groups.routing import Contribution, parse_mentions
-
     text = text.strip()
     if not text:
-        raise RequestError("EMPTY_CONTENT", "The message is empty.", field="text")
+        raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
-        locked = (
-            Group.objects.select_for_update().filter(pk=group.pk, deleted_at__isnull=True).first()
-        )
+        locked = row_locks.lock_group(group.pk, live=True)
         if locked is None:
-            raise RequestError("NOT_FOUND", "No such group.", field="group", status=404)
+            raise ServiceError("NOT_FOUND", "No such group.", field="group", status=404)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
         if mentions.unknown:
-            raise RequestError(
+            raise ServiceError(
                 "UNKNOWN_MEMBER",
                 "Not members of this group: " + ", ".join(f"@{h}" for h in mentions.unknown) + ".",
                 field="text",
             )
         cannot = [h for h in mentions.handles if not members[h].can_run]
         if cannot:
-            raise RequestError(
+            raise ServiceError(
                 "MEMBER_CANNOT_RUN",
                 "Cannot run now: " + ", ".join(f"@{h}" for h in cannot) + ".",
                 field="text",
@@ -269,26 +204,22 @@ def request_create(
         events.send_event_on_commit(
             channel=events.group_channel(locked.pk), event=request_event(request)
         )
-        transaction.on_commit(lambda: _start_next_after_commit(locked.pk))
+        scheduling.start_next_on_commit(locked.pk)
     return request
 
 
 def request_start_next(*, group_id: int) -> GroupRequest | None:
     """Start the oldest queued request of the group when none is active. Idempotent."""
-    from groups.coordinator import enqueue_step
-
     with transaction.atomic():
-        group = Group.objects.select_for_update().filter(pk=group_id).first()
+        group = row_locks.lock_group(group_id)
         if group is None:
             return None
         if GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists():
             return None
-        request = (
-            GroupRequest.objects.select_for_update()
-            .filter(group=group, state=GroupRequest.State.QUEUED)
-            .order_by("id")
-            .first()
+        queued = row_locks.lock_group_requests(
+            group_id, states=[GroupRequest.State.QUEUED], limit=1
         )
+        request = queued[0] if queued else None
         if request is None:
             return None
         request.state = GroupRequest.State.RUNNING
@@ -298,7 +229,7 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
             channel=events.group_channel(group_id), event=request_event(request)
         )
         fence = request.fence
-        transaction.on_commit(lambda: enqueue_step(request.pk, fence, group_id=group_id))
+        scheduling.enqueue_step_on_commit(request.pk, fence, group_id=group_id)
     return request
 
 
@@ -314,21 +245,17 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     Only requests untouched for ``older_than_seconds`` (default GARDEN_SWEEP_AFTER_SECONDS,
     longer than a step's hard time limit) are considered, so live work is left alone.
     """
-    from datetime import timedelta
-
-    from groups.coordinator import STEPPABLE, enqueue_step
-
     age = settings.GARDEN_SWEEP_AFTER_SECONDS if older_than_seconds is None else older_than_seconds
     cutoff = timezone.now() - timedelta(seconds=age)
     found = {"continued": 0, "reclaimed": 0, "started": 0}
-    for row in GroupRequest.objects.filter(state__in=STEPPABLE, updated_at__lte=cutoff).values(
-        "pk", "fence", "completed_fence", "group_id"
-    ):
+    for row in GroupRequest.objects.filter(
+        state__in=GroupRequest.STEPPABLE_STATES, updated_at__lte=cutoff
+    ).values("pk", "fence", "completed_fence", "group_id"):
         if row["completed_fence"] >= row["fence"]:
-            enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
+            scheduling.enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
             found["continued"] += 1
         else:
-            enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
+            scheduling.enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
             found["reclaimed"] += 1
     idle_groups = (
         GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)

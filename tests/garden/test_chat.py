@@ -73,13 +73,13 @@ def test_confirmed_rejections_are_retried_within_the_ceiling(owner, settings):
 def test_a_removed_agent_cannot_be_addressed(owner):
     from django.utils import timezone
 
-    from garden.services.chat import ChatError
+    from garden.errors import ServiceError
 
     ledger = make_agent(owner, "ledger", [])
     conv = conversation_create(owner=owner, agent=ledger)
     Agent.objects.filter(pk=ledger.pk).update(removed_at=timezone.now())
     conv.refresh_from_db()
-    with pytest.raises(ChatError) as err:
+    with pytest.raises(ServiceError) as err:
         conversation_post_owner_message(owner=owner, conversation=conv, text="hi")
     assert err.value.code == "AGENT_CANNOT_RUN"
     assert conv.messages.count() == 0

@@ -9,9 +9,10 @@ import time
 import pytest
 from django.db import connections
 
+from garden.errors import ServiceError
 from garden.models import Agent, Approval, Artifact, Message
 from groups.models import CallReservation, GroupRequest
-from groups.services.approvals import ApprovalError, approval_decide
+from groups.services.approvals import approval_decide
 from groups.services.requests import request_create, request_stop_active
 from tests.conftest import wait_for
 
@@ -98,7 +99,7 @@ def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once
         user=owner, approval_id=approval.pk, decision="approve", surface="telegram"
     )
     assert again.repeated and again.approval.surface == "dashboard"
-    with pytest.raises(ApprovalError) as err:
+    with pytest.raises(ServiceError) as err:
         approval_decide(user=owner, approval_id=approval.pk, decision="reject")
     assert (err.value.code, err.value.status) == ("APPROVAL_ALREADY_DECIDED", 409)
     time.sleep(0.5)
@@ -129,7 +130,7 @@ def test_stop_then_approve_is_refused_and_nothing_runs(celery_worker_thread, wri
     approval = pending_approval(request)
     stopped = request_stop_active(group=writing_group)
     assert stopped.pk == request.pk
-    with pytest.raises(ApprovalError) as err:
+    with pytest.raises(ServiceError) as err:
         approval_decide(user=owner, approval_id=approval.pk, decision="approve")
     assert err.value.status == 409
     time.sleep(1.0)

@@ -14,8 +14,8 @@ from django.db import connection, connections
 from garden.models import Message
 from garden.worker import running_worker
 from groups.budget import reserve_call
-from groups.coordinator import enqueue_step
 from groups.models import CallReservation, GroupRequest
+from groups.scheduling import enqueue_step
 from groups.services.requests import request_create, request_sweep
 from tests.conftest import wait_for
 

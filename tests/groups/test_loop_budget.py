@@ -6,10 +6,10 @@ import pytest
 
 from garden.models import Agent, Message
 from garden.services.agents import model_account_create
-from groups.coordinator import advance_request
 from groups.models import CallReservation, GroupRequest
 from groups.projection import SYNTHESIS_INSTRUCTION
 from groups.services.requests import request_create
+from groups.step import advance_request
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import ScriptedServer
 
@@ -222,10 +222,10 @@ def test_a_duplicate_or_stale_step_delivery_changes_nothing(celery_worker_thread
 
 @pytest.mark.django_db
 def test_unknown_mentions_are_refused_and_nothing_is_stored(group_factory):
-    from groups.services.requests import RequestError
+    from garden.errors import ServiceError
 
     group = group_factory(concierge_rules=[], members={"ledger": []})
-    with pytest.raises(RequestError) as err:
+    with pytest.raises(ServiceError) as err:
         request_create(group=group, text="@ledger and @ghost and @father, look")
     assert (
         err.value.code == "UNKNOWN_MEMBER"

@@ -10,14 +10,14 @@ from django.utils import timezone
 from garden.models import Agent
 from garden.services.agents import agent_create, scripted_account_for
 from garden.tools import ToolContext, check_arguments, get_tool
-from garden.tools.platform import (
+from groups import selectors
+from groups.models import Group
+from groups.platform_tools import (
     ARCHIVE_GROUP,
     UPDATE_GROUP,
     platform_archive_group,
     platform_update_group,
 )
-from groups import selectors
-from groups.models import Group
 from groups.services.groups import group_create, group_delete
 
 pytestmark = pytest.mark.django_db

@@ -1,6 +1,7 @@
-"""The purge: the next group-list read after the minute removes exactly what the seed lists
-(conversations and what cascades from them, member rows, the row, its memory scope) and
-nothing else; agents and artifacts remain."""
+"""The purge: after the minute a worker removes exactly what the seed lists (conversations and
+what cascades from them, member rows, the row, its memory scope) and nothing else; agents and
+artifacts remain. Beat runs it, and the next group-list read asks for it — the read itself
+writes nothing."""
 
 from datetime import timedelta
 
@@ -20,7 +21,13 @@ from garden.models import (
 from garden.services.agents import agent_create, scripted_account_for
 from garden.services.conversations import message_append, text_block
 from groups.models import CallReservation, Group, GroupRequest, Membership
-from groups.services.groups import group_create, group_delete, group_purge_expired
+from groups.services.groups import (
+    group_create,
+    group_delete,
+    group_purge_expired,
+    purge_due_groups_soon,
+)
+from groups.tasks import purge_deleted_groups
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +135,7 @@ def world(owner, stranger):
     return {"doomed": doomed, "owned": owned, "kept": kept, "recent": recent, "theirs": theirs}
 
 
-def test_the_next_list_read_after_the_minute_purges_exactly_the_group(api, world, clock):
+def test_after_the_minute_the_purge_removes_exactly_the_group(api, owner, world, clock):
     doomed = world["doomed"]
     doomed_agents = list(doomed.memberships.values_list("agent_id", flat=True))
     doomed_artifacts = list(
@@ -143,12 +150,16 @@ def test_the_next_list_read_after_the_minute_purges_exactly_the_group(api, world
     assert api.delete(f"/api/groups/{world['recent'].pk}").status_code == 200
 
     clock["now"] = t0 + timedelta(seconds=59)
-    api.get("/api/groups")
+    assert not purge_due_groups_soon(owner=owner), "nothing is due within the minute"
+    purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
     assert table_counts() == before, "nothing goes within the minute"
 
     clock["now"] = t0 + timedelta(seconds=61)
     listing = api.get("/api/groups")
     assert [g["name"] for g in listing.json()] == ["kept"]
+    assert table_counts() == before, "a read writes nothing"
+    assert purge_due_groups_soon(owner=owner), "the read asks a worker to purge"
+    purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
 
     after = table_counts()
     expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
@@ -170,19 +181,20 @@ def test_purge_is_idempotent_and_only_the_owners(owner, stranger, world, clock):
     group_delete(group=world["doomed"], now=t0)
     group_delete(group=world["theirs"], now=t0)
     later = t0 + timedelta(seconds=61)
-    assert group_purge_expired(owner=owner, now=later) == 1
-    assert group_purge_expired(owner=owner, now=later) == 0
+    assert group_purge_expired(owner_id=owner.pk, now=later) == 1
+    assert group_purge_expired(owner_id=owner.pk, now=later) == 0
     assert Group.objects.filter(pk=world["theirs"].pk).exists()
-    assert group_purge_expired(owner=stranger, now=later) == 1
+    assert group_purge_expired(now=later) == 1, "beat's run: every owner's"
+    assert not Group.objects.filter(pk=world["theirs"].pk).exists()
 
 
 @pytest.mark.postgres
-def test_purge_on_postgres_cascades_the_same(api, world, clock):
+def test_purge_on_postgres_cascades_the_same(api, owner, world, clock):
     """The same purge under PostgreSQL's FK enforcement and row locks."""
     t0 = clock["now"]
     api.delete(f"/api/groups/{world['doomed'].pk}")
     before = table_counts()
     clock["now"] = t0 + timedelta(seconds=61)
-    api.get("/api/groups")
+    purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
     expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
     assert table_counts() == expected

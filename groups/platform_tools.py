@@ -12,11 +12,12 @@ from typing import Any
 
 import jsonschema
 
+from garden.errors import ServiceError
 from garden.models import Agent
 from garden.providers.types import ToolSpec
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 from groups import selectors
-from groups.services.groups import GroupError, GroupRulesBroken, group_archive, group_update
+from groups.services.groups import group_archive, group_update
 
 _HANDLE = {
     "type": "string",
@@ -122,14 +123,17 @@ def _group_result(group) -> dict[str, Any]:
     }
 
 
-def _service_error(exc: GroupError) -> dict[str, Any]:
+def _service_error(exc: ServiceError) -> dict[str, Any]:
     if exc.code == "NOT_FOUND":
         return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
-    result = _error(exc.code, exc.message, exc.field)
-    if isinstance(exc, GroupRulesBroken):
-        first = exc.errors[0]
-        result = _error(first.code, first.message, first.field)
-        result["errors"] = [e.as_dict() for e in exc.errors]
+    if exc.code != "invalid":
+        return _error(exc.code, exc.message, exc.field)
+    # The rule set's refusal: the first broken rule, and every one of them.
+    first = exc.errors[0]
+    result = _error(first.code, first.message, first.field)
+    result["errors"] = [
+        {"code": e.code, "field": e.field, "message": e.message} for e in exc.errors
+    ]
     return result
 
 
@@ -170,7 +174,7 @@ def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
                 else None
             ),
         )
-    except GroupError as exc:
+    except ServiceError as exc:
         return _service_error(exc)
     return _group_result(group)
 
@@ -185,7 +189,7 @@ def platform_archive_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[s
         return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
     try:
         group = group_archive(group=group)
-    except GroupError as exc:
+    except ServiceError as exc:
         return _service_error(exc)
     return _group_result(group)
 

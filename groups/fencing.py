@@ -1,0 +1,117 @@
+"""A step's writes: every one inside ``fenced``, a transaction that first re-checks, under
+FOR UPDATE on the request row, that the step's fence still holds — so a stale or duplicate
+delivery, or a worker that lost its lock, never writes. Turns are buffered in the room's
+outbox and written together before anything that must come after them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connection, transaction
+
+from garden import events
+from garden.models import Agent, Message
+from garden.services.conversations import messages_append
+from groups import row_locks, scheduling
+from groups.models import GroupRequest
+from groups.payloads import request_event
+from groups.room import Room
+from groups.routing import Contribution
+from groups.services.requests import request_finish
+
+# What others may change on the request row while a step runs, read back under the lock.
+_COUNTERS = ("working_reserved", "synthesis_reserved", "maintenance_reserved")
+
+
+class StaleStep(Exception):
+    """The fence moved while this step ran: another step owns the request now."""
+
+
+@contextmanager
+def fenced(room: Room) -> Iterator[GroupRequest]:
+    """A transaction in which this step still owns its request; raises StaleStep (rolling
+    back) when the fence moved or the request left the states a step may write in.
+
+    Only the request row is locked: a step changes nothing group-wide, and the services that
+    lock both (stop, clear, delete) take the group first, so there is no cycle.
+    """
+    if room.outbox:  # a nested block would write the outer block's turns early
+        raise RuntimeError("turns were buffered outside a fenced block")
+    request = room.request
+    with transaction.atomic():
+        current = row_locks.lock_request_values(request.pk, "fence", "state", *_COUNTERS)
+        if (
+            current is None
+            or current[0] != room.fence
+            or current[1] not in GroupRequest.STEPPABLE_STATES
+        ):
+            raise StaleStep()
+        request.state = current[1]
+        for name, value in zip(_COUNTERS, current[2:], strict=True):
+            setattr(request, name, value)
+        try:
+            yield request
+        except BaseException:
+            room.outbox = []
+            raise
+        flush(room)
+
+
+def append(
+    room: Room,
+    *,
+    speaker: Agent | None,
+    content: list[dict],
+    kind: str = Message.Kind.TURN,
+    addressed: Agent | None = None,
+    reply_to_call_id: str = "",
+) -> None:
+    """Add a turn to this step's outbox (caller is inside ``fenced``); ``flush`` writes it."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("a step's turns are appended inside a fenced block")
+    room.outbox.append(
+        Message(
+            conversation_id=room.request.conversation_id,
+            speaker_kind=Message.SpeakerKind.AGENT if speaker else Message.SpeakerKind.GARDEN,
+            speaker_agent=speaker,
+            content=content,
+            kind=kind,
+            request_id=room.request.pk,
+            addressed_agent=addressed,
+            reply_to_call_id=reply_to_call_id,
+            step=room.fence,
+        )
+    )
+
+
+def flush(room: Room) -> None:
+    """Write the outbox's turns, in order, before anything that must come after them."""
+    if room.outbox:
+        pending, room.outbox = room.outbox, []
+        messages_append(
+            conversation_id=room.request.conversation_id, messages=pending, channel=room.channel
+        )
+
+
+def finish(room: Room, **kwargs: Any) -> None:
+    """End the request (caller is inside ``fenced``), after this step's turns."""
+    flush(room)
+    request_finish(request=room.request, **kwargs)
+
+
+def complete_step(room: Room, queue: list[Contribution], **changes: Any) -> None:
+    """Finish this step's writes (caller is inside ``fenced``) and enqueue the next step."""
+    flush(room)
+    request = room.request
+    request.queue = [c.to_json() for c in queue]
+    request.completed_fence = room.fence
+    fields = ["queue", "completed_fence", "updated_at"]
+    for name, value in changes.items():
+        setattr(request, name, value)
+        fields.append(name)
+    request.save(update_fields=fields)
+    events.send_event_on_commit(channel=room.channel, event=request_event(request))
+    if request.state in GroupRequest.STEPPABLE_STATES:
+        scheduling.enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk)

@@ -1,0 +1,154 @@
+"""The room a step works in: its request, group and members read once, the transcript as the
+projection sees it, and the model call itself (with the database connection handed back
+before it). Read-only: the writes a step makes are in ``groups.fencing``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from garden import events
+from garden.models import Agent, Message
+from garden.providers import ChatReply, ChatRequest, ProviderConfigError, get_provider
+from garden.selectors import account_config
+from garden.transcript import blocks_from_json
+from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
+from groups.models import Group, GroupRequest
+from groups.projection import AgentView, GroupView, Projection, Turn, project
+
+
+@dataclass
+class Room:
+    """What one step knows about its request: the rows it read once, up front."""
+
+    request: GroupRequest
+    group: Group
+    members: dict[int, Agent]
+    order: list[int]
+    fence: int
+    # Turns appended inside the current ``fencing.fenced`` block, written together (one seq UPDATE,
+    # one INSERT) before the block commits or anything else is written after them.
+    outbox: list[Message] = field(default_factory=list)
+
+    @property
+    def coordinator(self) -> Agent:
+        return self.members[self.group.coordinator_id]
+
+    @property
+    def channel(self) -> str:
+        return events.group_channel(self.group.pk)
+
+    def by_handle(self, handle: str) -> Agent | None:
+        handle = handle.lstrip("@").lower()
+        return next((a for a in self.members.values() if a.handle == handle), None)
+
+
+def load_room(request_id: int, fence: int) -> Room:
+    request = GroupRequest.objects.select_related("group").get(pk=request_id)
+    memberships = list(
+        request.group.memberships.select_related("agent__model_account").order_by("position", "id")
+    )
+    members = {m.agent_id: m.agent for m in memberships}
+    if request.group.coordinator_id not in members:
+        members[request.group.coordinator_id] = Agent.objects.select_related("model_account").get(
+            pk=request.group.coordinator_id
+        )
+    return Room(
+        request=request,
+        group=request.group,
+        members=members,
+        order=[m.agent_id for m in memberships],
+        fence=fence,
+    )
+
+
+def dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
+    if speaker.model_account is None:
+        raise ProviderConfigError(f"@{speaker.handle} has no model account")
+    config = account_config(speaker.model_account)
+    release_connection()
+    return get_provider(config).complete(chat)
+
+
+def release_connection() -> None:
+    """Hand this thread's database connection back to the pool before network I/O (a model
+    call, a tool), so calls in flight hold no connections; the next query takes one again.
+
+    Only with a pool: without one, closing would reconnect on every step, and each worker
+    thread keeps one connection anyway. Never inside a transaction.
+    """
+    if connection.settings_dict.get("OPTIONS", {}).get("pool") and not connection.in_atomic_block:
+        connection.close()
+
+
+def transcript_turns(room: Room) -> list[Turn]:
+    """The room as the projection sees it: this request and everything before it."""
+    rows = (
+        Message.objects.filter(conversation_id=room.request.conversation_id)
+        .exclude(kind=Message.Kind.ACTIVITY)
+        .exclude(request_id__gt=room.request.pk)
+        .order_by("seq")
+        .values_list(
+            "seq",
+            "request_id",
+            "speaker_kind",
+            "speaker_agent_id",
+            "speaker_agent__handle",
+            "content",
+            "kind",
+            "addressed_agent_id",
+            "reply_to_call_id",
+        )
+    )
+    # An owner message queued behind an active request is placed where its request starts,
+    # so each request's turns follow the message that asked for them.
+    ordered, current = [], 0
+    for row in rows:
+        current = row[1] or current
+        ordered.append(((current, row[0]), row))
+    ordered.sort(key=lambda pair: pair[0])
+    # A rolled-over thread starts with its summary turn (kind "summary"), so the summary
+    # the thread carries reaches the models through the transcript itself.
+    turns = []
+    for position, (_, row) in enumerate(ordered, start=1):
+        _, _, speaker_kind, agent_id, handle, content, kind, addressed, reply_to = row
+        turns.append(
+            Turn(
+                seq=position,
+                speaker_kind=speaker_kind,
+                speaker_agent_id=agent_id,
+                speaker_handle=handle,
+                content=blocks_from_json(content),
+                kind=kind,
+                addressed_agent_id=addressed,
+                reply_to_call_id=reply_to or None,
+            )
+        )
+    return turns
+
+
+def views(room: Room) -> tuple[GroupView, dict[int, AgentView]]:
+    views = {
+        a.pk: AgentView(id=a.pk, handle=a.handle, name=a.name, instructions=a.instructions)
+        for a in room.members.values()
+    }
+    group = GroupView(
+        id=room.group.pk,
+        name=room.group.name,
+        coordinator_id=room.group.coordinator_id,
+        members=tuple(views[i] for i in room.order if i in views),
+    )
+    return group, views
+
+
+def room_projection(room: Room, speaker: Agent, *, synthesis: bool) -> Projection | RoomTooLarge:
+    """What ``speaker`` sees of the room, bounded to the group's cap (or the reason it
+    cannot be)."""
+    group, agent_views = views(room)
+    projection = project(
+        transcript_turns(room), agent=agent_views[speaker.pk], group=group, synthesis=synthesis
+    )
+    if synthesis:
+        return bound_for_synthesis(projection, room.group.room_cap_chars)
+    return bound(projection, room.group.room_cap_chars)

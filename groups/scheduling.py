@@ -1,0 +1,103 @@
+"""Sending the group loop's tasks: by name, after commit, and — inside a step — only once the
+group's lock is released. Services and the step enqueue through here; ``groups.tasks``
+defines the tasks under the same names, so nothing below the tasks imports them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from celery import signature
+from django.db import transaction
+
+ADVANCE_REQUEST = "groups.advance_request"
+START_NEXT_REQUEST = "groups.start_next_request"
+AFTER_REQUEST = "groups.after_request"
+EXECUTE_APPROVAL = "groups.execute_approval"
+SWEEP_REQUESTS = "groups.sweep_requests"
+PURGE_DELETED_GROUPS = "groups.purge_deleted_groups"
+
+_AFTER_LOCK: ContextVar[list[Callable[[], None]] | None] = ContextVar("after_lock", default=None)
+
+
+def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
+    """Send task ``name`` now. A registered task sends through its own ``apply_async`` (its
+    routing and options); the name alone is enough for a process that only enqueues."""
+    options = {"countdown": countdown} if countdown else {}
+    signature(name, kwargs=kwargs).apply_async(**options)
+
+
+def send_after_commit(deliver: Callable[[], None]) -> None:
+    """Call ``deliver`` (an enqueue) after commit — and, inside a step, only once the group
+    lock is released, so the task it sends never finds the lock still held."""
+
+    def on_commit() -> None:
+        pending = _AFTER_LOCK.get()
+        if pending is None:
+            deliver()
+        else:
+            pending.append(deliver)
+
+    transaction.on_commit(on_commit)
+
+
+@contextmanager
+def sends_held_until_exit() -> Iterator[None]:
+    """Hold every ``send_after_commit`` made inside the block until the block ends (a step
+    wraps its group lock in this); then send them, in order."""
+    held: list[Callable[[], None]] = []
+    token = _AFTER_LOCK.set(held)
+    try:
+        yield
+    finally:
+        _AFTER_LOCK.reset(token)
+        for deliver in held:
+            deliver()
+
+
+def enqueue_step(
+    request_id: int,
+    fence: int,
+    *,
+    group_id: int | None = None,
+    attempt: int = 1,
+    first_at: float | None = None,
+    countdown: float | None = None,
+) -> None:
+    """Send one step of ``request_id`` expected at ``fence`` now (no transaction to wait for)."""
+    kwargs: dict[str, Any] = {
+        "request_id": request_id,
+        "fence": fence,
+        "attempt": attempt,
+        "first_at": first_at,
+    }
+    if group_id is not None:
+        kwargs["group_id"] = group_id
+    send(ADVANCE_REQUEST, countdown=countdown, **kwargs)
+
+
+def enqueue_step_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
+    """``enqueue_step`` once the transaction commits (and a step's lock is released)."""
+    send_after_commit(lambda: enqueue_step(request_id, fence, **kwargs))
+
+
+def start_next_on_commit(group_id: int) -> None:
+    """Start the group's next queued request once this transaction commits."""
+    send_after_commit(lambda: send(START_NEXT_REQUEST, group_id=group_id))
+
+
+def after_request_on_commit(request_id: int) -> None:
+    """After a completed request commits: roll the thread over if full, then start the next."""
+    send_after_commit(lambda: send(AFTER_REQUEST, request_id=request_id))
+
+
+def execute_approval_on_commit(approval_id: int) -> None:
+    """Run an approved action once the decision commits."""
+    send_after_commit(lambda: send(EXECUTE_APPROVAL, approval_id=approval_id))
+
+
+def purge_deleted_groups_soon(owner_id: int) -> None:
+    """Ask a worker to remove the owner's groups whose minute to undo has passed."""
+    send(PURGE_DELETED_GROUPS, owner_id=owner_id)

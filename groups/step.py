@@ -1,0 +1,316 @@
+"""One step of a group request: claim the fence, pick the speaker, project, reserve,
+dispatch, record. A step makes at most one model call; no transaction is open while the
+model runs or a tool does network I/O. The step's modules: ``room`` (what it reads),
+``fencing`` (how it writes), ``asks`` and ``tool_use`` (what a reply asks for)."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from django.conf import settings
+from django.utils import timezone
+
+from garden import events
+from garden.models import Agent
+from garden.providers import ChatReply, ChatRequest, ProviderConfigError, ProviderError, ToolCall
+from garden.services.conversations import text_block
+from garden.slots import call_slot
+from garden.transcript import blocks_to_json
+from groups import budget, scheduling
+from groups.asks import ask, begin_synthesis, member_finished, request_help, skip_member
+from groups.bounding import RoomTooLarge
+from groups.faults import fault_point
+from groups.fencing import StaleStep, append, complete_step, fenced, finish
+from groups.locks import group_lock
+from groups.models import WORKING_CALLS, CallReservation, GroupRequest
+from groups.payloads import request_event
+from groups.room import Room, dispatch, load_room, room_projection
+from groups.routing import Contribution
+from groups.tool_use import run_tools, suspend_for_approval, tool_specs
+
+log = logging.getLogger(__name__)
+
+
+def advance_request(
+    *,
+    request_id: int,
+    fence: int,
+    attempt: int = 1,
+    first_at: float | None = None,
+    group_id: int | None = None,
+) -> str:
+    """Run one step of ``request_id`` expected at ``fence``. Returns what happened, for logs.
+
+    ``group_id`` (the request's group, which never changes) saves a lookup; steps enqueued
+    by the loop carry it. Raises LockContended when another worker holds the group's lock
+    (the task retries).
+    """
+    if group_id is None:
+        group_id = (
+            GroupRequest.objects.filter(pk=request_id).values_list("group_id", flat=True).first()
+        )
+        if group_id is None:
+            return "missing"
+    # The next step is sent only once this one's lock is released, so it never finds the lock
+    # still held. A crash between the two is what the sweeper recovers, by fence.
+    with scheduling.sends_held_until_exit():
+        try:
+            with events.batched_events(), group_lock(group_id):
+                my_fence = _claim(request_id, fence, group_id)
+                if my_fence is None:
+                    return "stale"
+                room = load_room(request_id, my_fence)
+                try:
+                    return _step(room, attempt=attempt, first_at=first_at or time.time())
+                except StaleStep:
+                    return "stale"
+        finally:
+            fault_point("after_write")
+
+
+def _claim(request_id: int, fence: int, group_id: int) -> int | None:
+    """Take the next fence for this step, or None for a stale or duplicate delivery.
+
+    A fence claimed by a step that never completed (its worker died; we hold the lock, so
+    it is not running) is claimed again one higher, which also shuts out that step if it
+    ever wakes. A delivery that finds the last step completed with nothing claimed after it
+    re-enqueues the continuation, in case a crash lost it between commit and enqueue.
+    """
+    now = timezone.now()
+    # Only under the lock of the request's own group: a wrong ``group_id`` claims nothing.
+    live = GroupRequest.objects.filter(
+        pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
+    )
+    if live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
+        return fence + 1
+    if live.filter(fence=fence + 1, completed_fence__lt=fence + 1).update(
+        fence=fence + 2, updated_at=now
+    ):
+        budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
+        return fence + 2
+    row = live.values("fence", "completed_fence").first()
+    if row and row["fence"] == row["completed_fence"] == fence + 1:
+        scheduling.enqueue_step(request_id, fence + 1, group_id=group_id)
+    return None
+
+
+def _step(room: Room, *, attempt: int, first_at: float) -> str:
+    request = room.request
+    queue = [Contribution.from_json(c) for c in request.queue]
+    if request.state == GroupRequest.State.SYNTHESIZING:
+        speaker, purpose, head = room.coordinator, CallReservation.Purpose.SYNTHESIS, None
+    elif queue:
+        head = queue[0]
+        speaker = room.members.get(head.agent)
+        purpose = CallReservation.Purpose.WORKING
+        if speaker is None or not speaker.can_run:
+            return skip_member(room, queue, "is no longer able to run")
+    else:
+        speaker, purpose, head = room.coordinator, CallReservation.Purpose.WORKING, None
+
+    synthesis = purpose == CallReservation.Purpose.SYNTHESIS
+    projection = room_projection(room, speaker, synthesis=synthesis)
+    if isinstance(projection, RoomTooLarge):
+        with fenced(room):
+            finish(
+                room,
+                state=GroupRequest.State.FAILED,
+                outcome_code=projection.code,
+                outcome=f"The room ({projection.needed} chars) cannot fit the cap of {projection.cap}.",
+                notice=f"The room is too large to carry ({projection.needed} characters, cap "
+                f"{projection.cap}); the request ended. {projection.reason}",
+            )
+        return "room_too_large"
+
+    fault_point("before_reserve")
+    failure: ProviderError | None = None
+    with call_slot(owner_id=room.group.owner_id) as free:
+        if not free:
+            return _wait_for_call_slot(room, attempt=attempt, first_at=first_at)
+        if request.waiting_for:
+            _stop_waiting(room)
+        reservation = budget.reserve_call(
+            request_id=request.pk,
+            purpose=purpose,
+            agent_id=speaker.pk,
+            fence=room.fence,
+            attempt=attempt,
+        )
+        if reservation is None:
+            if purpose == CallReservation.Purpose.WORKING:
+                return begin_synthesis(
+                    room, f"The working budget is spent ({WORKING_CALLS} calls)."
+                )
+            with fenced(room):
+                _end_without_summary(room, "the synthesis call was already used")
+            return "synthesis_spent"
+
+        fault_point("before_dispatch")
+        tools = () if synthesis else tool_specs(room, speaker)
+        try:
+            reply = dispatch(
+                speaker,
+                ChatRequest(system=projection.system, messages=projection.messages, tools=tools),
+            )
+        except ProviderError as exc:
+            failure = exc
+    # The owner's slot is free again before anything is recorded or any tool runs.
+    if failure is not None:
+        return _after_failure(
+            room, speaker, purpose, reservation, failure, attempt=attempt, first_at=first_at
+        )
+    fault_point("after_reply")
+    return _record(room, speaker, purpose, reservation, reply, queue)
+
+
+def _wait_for_call_slot(room: Room, *, attempt: int, first_at: float) -> str:
+    """Every model-call slot of the owner is in use: say so on the request (once) and come
+    back shortly, without holding a worker thread or reserving anything."""
+    with fenced(room):
+        request = room.request
+        if request.waiting_for != GroupRequest.WAITING_FOR_CALL_SLOT:
+            request.waiting_for = GroupRequest.WAITING_FOR_CALL_SLOT
+            request.save(update_fields=["waiting_for", "updated_at"])
+            events.send_event_on_commit(channel=room.channel, event=request_event(request))
+        pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)
+        # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*):
+        # the window starts again when the step runs.
+        scheduling.enqueue_step_on_commit(
+            request.pk, room.fence, group_id=room.group.pk, attempt=attempt, countdown=pause
+        )
+    return "waiting"
+
+
+def _stop_waiting(room: Room) -> None:
+    """The step has its slot: the request no longer waits (one conditional write, only for a
+    request that was waiting)."""
+    with fenced(room):
+        room.request.waiting_for = ""
+        room.request.save(update_fields=["waiting_for", "updated_at"])
+        events.send_event_on_commit(channel=room.channel, event=request_event(room.request))
+
+
+def _record(
+    room: Room,
+    speaker: Agent,
+    purpose: str,
+    reservation: CallReservation,
+    reply: ChatReply,
+    queue: list[Contribution],
+) -> str:
+    is_coordinator = speaker.pk == room.group.coordinator_id and not (
+        queue and queue[0].agent == speaker.pk
+    )
+    content = blocks_to_json(reply.content)
+    calls = list(reply.tool_calls) if purpose == CallReservation.Purpose.WORKING else []
+    if purpose == CallReservation.Purpose.SYNTHESIS:
+        content = [b for b in content if b["type"] == "text"] or [text_block("")]
+    head = queue[0] if queue and not is_coordinator else None
+
+    with fenced(room):
+        budget.consume_call(reservation=reservation)
+        if not calls:
+            append(
+                room,
+                speaker=speaker,
+                content=content,
+                reply_to_call_id=(head.call_id or "") if head else "",
+            )
+            if head is not None:
+                return member_finished(room, speaker, queue, reply.text)
+            finish(
+                room,
+                state=GroupRequest.State.COMPLETED,
+                outcome_code="SYNTHESIZED"
+                if purpose == CallReservation.Purpose.SYNTHESIS
+                else "CONCLUDED",
+                outcome=reply.text[:2000],
+            )
+            return "completed"
+        append(room, speaker=speaker, content=content)
+        results: list[dict] = []
+        pending: list[ToolCall] = []
+        for call in calls:
+            if is_coordinator and call.name == "group.ask":
+                results += ask(room, speaker, call, queue)
+            elif not is_coordinator and call.name == "group.request_help":
+                results += request_help(room, speaker, call, queue)
+            else:
+                pending.append(call)
+        approval_call = next((c for c in pending if c.name in (speaker.approval_tools or [])), None)
+        if approval_call is not None:
+            return suspend_for_approval(room, speaker, approval_call, pending, results, queue)
+        if results:
+            append(room, speaker=speaker, content=results)
+        if not pending:
+            complete_step(room, queue)
+            return "asked" if is_coordinator else "helped"
+        # The reply is durable before any tool with side effects runs; the step completes
+        # only once the results are recorded, so a crash in between is resumed by fence.
+        room.request.queue = [c.to_json() for c in queue]
+        room.request.save(update_fields=["queue", "updated_at"])
+    return run_tools(room, speaker, queue, pending)
+
+
+def _end_without_summary(room: Room, why: str) -> None:
+    finish(
+        room,
+        state=GroupRequest.State.FAILED,
+        outcome_code="SYNTHESIS_FAILED",
+        outcome=f"The summary did not come: {why}.",
+        notice=f"The summary did not come ({why}). The contributions above stand under their speakers.",
+    )
+
+
+def _after_failure(
+    room: Room,
+    speaker: Agent,
+    purpose: str,
+    reservation: CallReservation,
+    exc: ProviderError,
+    *,
+    attempt: int,
+    first_at: float,
+) -> str:
+    """Count the failed call as the seed says, then retry within the ceiling or end honestly.
+
+    A confirmed rejection (or a configuration error: nothing was sent) gives the call back;
+    anything ambiguous keeps it (``budget.settle_failed_call``). A retry always reserves again.
+    """
+    budget.settle_failed_call(reservation=reservation, failure=exc)
+    retryable = not isinstance(exc, ProviderConfigError)
+    wait = min(getattr(exc, "retry_after", None) or 0.5 * 2 ** (attempt - 1), 30.0)
+    within = (
+        attempt < settings.GARDEN_PROVIDER_RETRY_ATTEMPTS
+        and time.time() + wait - first_at < settings.GARDEN_PROVIDER_RETRY_SECONDS
+    )
+    if retryable and within:
+        with fenced(room):
+            # The retry claims this step's fence again; nothing else is written.
+            scheduling.enqueue_step_on_commit(
+                room.request.pk,
+                room.fence,
+                group_id=room.group.pk,
+                attempt=attempt + 1,
+                first_at=first_at,
+                countdown=wait,
+            )
+        return "retry"
+    if purpose == CallReservation.Purpose.SYNTHESIS:
+        with fenced(room):
+            _end_without_summary(room, exc.code)
+        return "synthesis_failed"
+    queue = [Contribution.from_json(c) for c in room.request.queue]
+    if queue and queue[0].agent == speaker.pk:
+        return skip_member(room, queue, f"its model could not be reached ({exc.code})")
+    with fenced(room):
+        finish(
+            room,
+            state=GroupRequest.State.FAILED,
+            outcome_code=exc.code,
+            outcome=f"@{speaker.handle} could not be reached: {exc.code}.",
+            notice=f"@{speaker.handle} could not be reached ({exc.code}); the request ended.",
+        )
+    return "failed"

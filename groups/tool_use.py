@@ -1,0 +1,199 @@
+"""The tools of a member's reply: offered by name, run outside any transaction under one
+time budget and a cap on their number, output too large to carry kept as an artifact, and a
+call that needs approval suspending the whole request until a person decides."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from garden import egress, events
+from garden.models import Agent, Approval, Artifact, Message
+from garden.providers import ToolCall, ToolSpec
+from garden.services.conversations import text_block
+from garden.tools import ToolContext, ToolOutcome, get_tool, run_tool
+from groups.asks import answer_ask, begin_synthesis, tool_error
+from groups.fencing import append, complete_step, fenced, flush
+from groups.models import GroupRequest
+from groups.payloads import approval_event
+from groups.room import Room, release_connection
+from groups.routing import Contribution
+
+COORDINATOR_TOOLS = ("group.ask",)
+MEMBER_TOOLS = ("group.request_help",)
+
+
+def tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
+    names = list(COORDINATOR_TOOLS if speaker.pk == room.group.coordinator_id else MEMBER_TOOLS)
+    names += [n for n in speaker.enabled_tools if n not in names]
+    specs = []
+    for name in names:
+        tool = get_tool(name)
+        if tool is not None:
+            specs.append(tool.spec)
+    return tuple(specs)
+
+
+def run_tools(
+    room: Room, speaker: Agent, queue: list[Contribution], pending: list[ToolCall]
+) -> str:
+    """Run the reply's tool calls outside any transaction, then record their results and
+    complete the step (or stop the member's run on output too large to carry)."""
+    release_connection()
+    # One time budget for all of a reply's tools (what they fetch shares one deadline), and a
+    # cap on how many run: a model the owner points anywhere cannot keep the step alive.
+    most = settings.GARDEN_MAX_TOOL_CALLS_PER_REPLY
+    too_many = ToolOutcome(
+        f"NOT_RUN: at most {most} tool calls run per reply.", is_error=True, code="NOT_RUN"
+    )
+    with egress.deadline(settings.GARDEN_TOOLS_SECONDS_PER_STEP):
+        outcomes = [
+            (call, _run_tool(room, speaker, call) if i < most else too_many)
+            for i, call in enumerate(pending)
+        ]
+    limit = oversized_limit(room.group.room_cap_chars)
+    with fenced(room):
+        blocks: list[dict] = []
+        too_large: list[tuple[ToolCall, int, int]] = []
+        for call, out in outcomes:
+            if len(out.content) > limit:
+                artifact = _keep_as_artifact(room, speaker, call, out)
+                too_large.append((call, len(out.content), artifact.pk))
+                blocks.append(
+                    {
+                        "type": "tool_result",
+                        "call_id": call.id,
+                        "is_error": True,
+                        "content": f"TOO_LARGE_TO_CARRY: {len(out.content)} characters; kept as "
+                        f"artifact {artifact.pk} ({artifact.title}).",
+                    }
+                )
+                blocks.append(
+                    {
+                        "type": "artifact_ref",
+                        "artifact_id": str(artifact.pk),
+                        "kind": artifact.kind,
+                        "title": artifact.title,
+                    }
+                )
+            else:
+                blocks.append(
+                    {
+                        "type": "tool_result",
+                        "call_id": call.id,
+                        "content": out.content,
+                        "is_error": out.is_error,
+                    }
+                )
+        append(room, speaker=speaker, content=blocks)
+        if too_large:
+            return _controlled_stop(room, speaker, queue, too_large)
+        complete_step(room, queue)
+    return "tools"
+
+
+def oversized_limit(cap_chars: int) -> int:
+    """A single tool result larger than half the room cap cannot be carried: it would crowd
+    out the room (or overflow the model) on the member's next call."""
+    return max(1_000, cap_chars // 2)
+
+
+def _keep_as_artifact(room: Room, speaker: Agent, call: ToolCall, out: ToolOutcome) -> Artifact:
+    return Artifact.objects.create(
+        owner_id=room.group.owner_id,
+        agent=speaker,
+        conversation_id=room.request.conversation_id,
+        kind="document",
+        title=f"{call.name} output ({len(out.content):,} characters)",
+        mime_type="text/plain",
+        content=out.content,
+        size=len(out.content.encode()),
+    )
+
+
+def _controlled_stop(
+    room: Room,
+    speaker: Agent,
+    queue: list[Contribution],
+    too_large: list[tuple[ToolCall, int, int]],
+) -> str:
+    """End the member's run on output too large to carry: the output is an artifact now, the
+    coordinator is told, and the request moves to synthesis over a bounded room."""
+    sizes = ", ".join(
+        f"{call.name}: {n:,} characters (artifact {aid})" for call, n, aid in too_large
+    )
+    if queue and queue[0].agent == speaker.pk and queue[0].call_id:
+        answer_ask(
+            room,
+            queue[0],
+            f"@{speaker.handle}'s run ended: its tool output was too large to "
+            f"carry ({sizes}); it is kept as an artifact.",
+            is_error=True,
+        )
+        queue.pop(0)
+    room.request.queue = [c.to_json() for c in queue]
+    return begin_synthesis(
+        room,
+        f"@{speaker.handle}'s tool output was too large to carry ({sizes}); "
+        f"it is kept as an artifact and referenced above.",
+        already_fenced=True,
+    )
+
+
+def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
+    tool = get_tool(call.name)
+    if tool is None or tool.loop_handled or call.name not in (speaker.enabled_tools or []):
+        return ToolOutcome(
+            f"TOOL_NOT_AVAILABLE: @{speaker.handle} has no tool {call.name!r} here.",
+            is_error=True,
+            code="TOOL_NOT_AVAILABLE",
+        )
+    ctx = ToolContext(
+        owner_id=room.group.owner_id,
+        agent_id=speaker.pk,
+        conversation_id=room.request.conversation_id,
+        group_id=room.group.pk,
+        request_id=room.request.pk,
+    )
+    return run_tool(ctx, call.name, call.arguments)
+
+
+def suspend_for_approval(
+    room: Room,
+    speaker: Agent,
+    call: ToolCall,
+    pending: list[ToolCall],
+    results: list[dict],
+    queue: list[Contribution],
+) -> str:
+    """A tool call that needs approval suspends the whole request until a person decides.
+
+    Caller is inside ``fenced``. The other calls of the same reply are answered as not run,
+    so nothing else in this turn runs; the approved action itself runs exactly once later.
+    """
+    for other in pending:
+        if other.id != call.id:
+            results.append(
+                tool_error(other, "NOT_RUN", "not run: another action in this turn awaits approval")
+            )
+    if results:
+        append(room, speaker=speaker, content=results)
+    approval = Approval.objects.create(
+        owner_id=room.group.owner_id,
+        request=room.request,
+        conversation_id=room.request.conversation_id,
+        agent=speaker,
+        tool_call_id=call.id,
+        action={"name": call.name, "arguments": call.arguments},
+    )
+    append(
+        room,
+        speaker=speaker,
+        kind=Message.Kind.ACTIVITY,
+        content=[
+            text_block(f"{speaker.name} wants to run {call.name}; waiting for your approval.")
+        ],
+    )
+    flush(room)
+    events.send_event_on_commit(channel=room.channel, event=approval_event(approval))
+    complete_step(room, queue, state=GroupRequest.State.AWAITING_APPROVAL)
+    return "awaiting_approval"
