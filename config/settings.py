@@ -3,17 +3,19 @@
 Unset, everything is embedded: SQLite under var/, an in-memory channel layer, a local lock
 and a Celery worker on a server-less filesystem transport. DATABASE_URL switches to
 PostgreSQL; REDIS_URL switches the broker, the per-group lock and the channel layer to Redis.
+Importing this module only reads: the folders it names under var/ are made when Django starts
+(garden.apps).
 """
 
 from __future__ import annotations
 
-import itertools
 import os
-import secrets
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from config.validation import check_egress_and_keys, check_step_limits, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -26,27 +28,10 @@ if GARDEN_ENV not in {"development", "production"}:
 PRODUCTION = GARDEN_ENV == "production"
 
 VAR_DIR = Path(env.str("GARDEN_VAR_DIR", default=str(BASE_DIR / "var")))
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-
-def _secret_key() -> str:
-    key = env.str("DJANGO_SECRET_KEY", default="")
-    if key:
-        return key
-    if PRODUCTION:
-        raise ImproperlyConfigured(
-            "DJANGO_SECRET_KEY is not set. garden refuses to start in production "
-            "(GARDEN_ENV=production) without a secret key."
-        )
-    # Development: one random key per checkout, kept under var/ so sessions survive restarts.
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
-    return path.read_text().strip()
-
-
-SECRET_KEY = _secret_key()
+SECRET_KEY = secret_key(
+    configured=env.str("DJANGO_SECRET_KEY", default=""), production=PRODUCTION, var_dir=VAR_DIR
+)
 DEBUG = env.bool("DJANGO_DEBUG", default=not PRODUCTION)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=[] if PRODUCTION else ["*"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
@@ -121,7 +106,7 @@ ASGI_APPLICATION = "config.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -195,9 +180,6 @@ if REDIS_URL:
 else:
     # Server-less transport: a real worker process reads tasks from files under var/.
     _broker_dir = VAR_DIR / "broker"
-    (_broker_dir / "queue").mkdir(parents=True, exist_ok=True)
-    (_broker_dir / "processed").mkdir(parents=True, exist_ok=True)
-    (_broker_dir / "control").mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_URL = "filesystem://localhost//"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
@@ -283,19 +265,16 @@ GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK
 GARDEN_SWEEP_AFTER_SECONDS = env.int(
     "GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30
 )
-_chain = (
-    GARDEN_MODEL_CALL_TIMEOUT,
-    CELERY_TASK_SOFT_TIME_LIMIT,
-    CELERY_TASK_TIME_LIMIT,
-    GARDEN_LOCK_TTL_SECONDS,
-    GARDEN_SWEEP_AFTER_SECONDS,
-)
-if PRODUCTION and any(a >= b for a, b in itertools.pairwise(_chain)):
+if PRODUCTION:
     # Development may shorten the lock on purpose (the fault harness does); production may not.
-    raise ImproperlyConfigured(
-        "Step limits out of order: GARDEN_MODEL_CALL_TIMEOUT < GARDEN_TASK_SOFT_TIME_LIMIT < "
-        "GARDEN_TASK_TIME_LIMIT < GARDEN_LOCK_TTL_SECONDS < GARDEN_SWEEP_AFTER_SECONDS must hold; "
-        f"got {', '.join(f'{v:g}' for v in _chain)}."
+    check_step_limits(
+        (
+            GARDEN_MODEL_CALL_TIMEOUT,
+            CELERY_TASK_SOFT_TIME_LIMIT,
+            CELERY_TASK_TIME_LIMIT,
+            GARDEN_LOCK_TTL_SECONDS,
+            GARDEN_SWEEP_AFTER_SECONDS,
+        )
     )
 
 # --- DRF ------------------------------------------------------------------------------------
@@ -395,28 +374,7 @@ GARDEN_CREDENTIALS = (
 # all decrypt; put a new key first and run `manage.py rotate_api_keys` to rotate. Unset in
 # development, a key derived from SECRET_KEY is used; unset in production, pasting is refused.
 GARDEN_FERNET_KEYS = env.list("GARDEN_FERNET_KEYS", default=[])
-
-
-def _check_egress_and_keys() -> None:
-    from cryptography.fernet import Fernet
-
-    from garden.credentials import parse_credentials
-    from garden.egress import parse_allowlist
-
-    checks = [
-        ("GARDEN_EGRESS_ALLOW", parse_allowlist),
-        ("GARDEN_EGRESS_ALLOW_PROVIDERS", parse_allowlist),
-        ("GARDEN_CREDENTIALS", parse_credentials),
-        ("GARDEN_FERNET_KEYS", lambda keys: [Fernet(k.encode()) for k in keys]),
-    ]
-    for name, check in checks:
-        try:
-            check(globals()[name])
-        except (ValueError, TypeError) as exc:
-            raise ImproperlyConfigured(f"{name}: {exc}") from exc
-
-
-_check_egress_and_keys()
+check_egress_and_keys(globals())
 
 LOGGING = {
     "version": 1,

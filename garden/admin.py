@@ -3,9 +3,10 @@
 from django import forms
 from django.contrib import admin
 
+from garden.errors import ServiceError
 from garden.models import Agent, Artifact, Conversation, Message, ModelAccount
 from garden.selectors import account_key_status
-from garden.services.agents import AccountError, model_account_check
+from garden.services.accounts import model_account_check
 
 
 class ModelAccountForm(forms.ModelForm):
@@ -52,7 +53,7 @@ class ModelAccountForm(forms.ModelForm):
                 staff=True,
                 account=self.instance if self.instance.pk else None,
             )
-        except AccountError as exc:
+        except ServiceError as exc:
             self.add_error(exc.field if exc.field in self.fields else None, exc.message)
         return data
 

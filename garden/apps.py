@@ -1,4 +1,11 @@
+from pathlib import Path
+
 from django.apps import AppConfig
+from django.conf import settings
+
+# The folders the embedded broker (kombu's filesystem transport) reads and writes; it does not
+# make them itself.
+_BROKER_FOLDERS = ("data_folder_in", "data_folder_out", "processed_folder", "control_folder")
 
 
 class GardenConfig(AppConfig):
@@ -8,3 +15,17 @@ class GardenConfig(AppConfig):
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401
         from .tools import files, memory, web  # noqa: F401  (each registers its tools)
+
+        make_var_folders()
+
+
+def make_var_folders() -> None:
+    """Make var/ and, on the embedded broker, its folders. Importing the settings writes
+    nothing, and every garden process (manage.py, ASGI, WSGI, a Celery worker, the test
+    runner, a script) sets Django up before it opens the SQLite database or the broker, so this
+    runs once per process, first."""
+    Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+        for name in _BROKER_FOLDERS:
+            Path(options[name]).mkdir(parents=True, exist_ok=True)

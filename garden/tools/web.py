@@ -1,6 +1,6 @@
 """http.fetch: an agent fetches a URL over HTTP(S) (a side effect: it reaches the network).
 
-Every fetch passes the egress policy (garden/egress.py): public addresses only unless the
+Every fetch passes the egress policy (garden/egress/): public addresses only unless the
 operator allows more, every redirect hop checked, the body read up to a byte cap and the
 whole fetch within a total time limit.
 """

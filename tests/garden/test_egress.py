@@ -15,8 +15,9 @@ import socket
 import pytest
 
 from garden import egress
+from garden.errors import ServiceError
 from garden.models import Agent, Conversation, Message, ModelAccount
-from garden.services.agents import AccountError, model_account_create
+from garden.services.accounts import model_account_create
 from garden.services.chat import chat_reply
 from garden.tools import ToolContext
 from garden.tools.web import http_fetch
@@ -318,7 +319,7 @@ def test_a_base_url_at_an_internal_address_is_refused_when_saved(owner, connects
         "http://localhost:8000/v1",
         "http://10.0.0.5/v1",
     ):
-        with pytest.raises(AccountError) as refused:
+        with pytest.raises(ServiceError) as refused:
             model_account_create(owner=owner, name="x", provider="openai", model="m", base_url=url)
         assert refused.value.code == "EGRESS_REFUSED" and refused.value.field == "base_url"
     assert not ModelAccount.objects.filter(owner=owner, provider="openai").exists()

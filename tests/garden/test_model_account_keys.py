@@ -13,11 +13,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from garden.credentials import api_key_decrypt
+from garden.errors import ServiceError
 from garden.models import Agent, Conversation, Message, ModelAccount
 from garden.providers import ConfirmedRejection, get_provider
 from garden.providers.types import ChatMessage, ChatRequest, TextBlock
 from garden.selectors import account_config, account_key_status
-from garden.services.agents import AccountError, model_account_create
+from garden.services.accounts import model_account_create
 from garden.services.chat import chat_reply
 from garden.services.conversations import message_append, text_block
 from tests.garden.providers.httpserver import Respond, ScriptedServer
@@ -280,7 +281,7 @@ def test_keys_rotate_with_multifernet(owner, settings):
 def test_production_without_fernet_keys_refuses_to_store_a_key(owner, settings):
     settings.PRODUCTION = True
     settings.GARDEN_FERNET_KEYS = []
-    with pytest.raises(AccountError) as refused:
+    with pytest.raises(ServiceError) as refused:
         model_account_create(owner=owner, name="p", provider="openai", model="m", api_key="sk-x")
     assert refused.value.code == "KEY_STORAGE_NOT_CONFIGURED"
     assert not ModelAccount.objects.filter(name="p").exists()

@@ -21,16 +21,16 @@ PROBE = (
 )
 
 
-def probe(tmp_path, **env):
+def probe(var_dir, code=PROBE, **env):
     base = {
         k: v
         for k, v in os.environ.items()
         if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SECRET_KEY", "GARDEN_ENV"}
     }
-    base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "GARDEN_VAR_DIR": str(tmp_path)})
+    base.update({"DJANGO_SETTINGS_MODULE": "config.settings", "GARDEN_VAR_DIR": str(var_dir)})
     base.update(env)
     return subprocess.run(
-        [sys.executable, "-c", PROBE],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env=base,
         capture_output=True,
@@ -77,6 +77,32 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
 def test_production_starts_with_a_secret_key(tmp_path):
     out = probe(tmp_path, GARDEN_ENV="production", DJANGO_SECRET_KEY="x" * 50)
     assert out.returncode == 0, out.stderr
+
+
+IMPORT_ONLY = "import config.settings as s; print(s.SECRET_KEY)"
+
+
+def test_importing_the_settings_writes_nothing(tmp_path):
+    var = tmp_path / "var"
+    first, second = probe(var, IMPORT_ONLY), probe(var, IMPORT_ONLY)
+    assert first.returncode == 0, first.stderr
+    assert list(tmp_path.iterdir()) == []
+    # Every process of a checkout derives the same development key, none writing it.
+    assert first.stdout == second.stdout and len(first.stdout.strip()) >= 50
+    assert probe(tmp_path / "elsewhere", IMPORT_ONLY).stdout != first.stdout
+
+
+def test_a_kept_development_key_is_read(tmp_path):
+    (tmp_path / "secret_key").write_text("kept-from-an-earlier-checkout\n")
+    out = probe(tmp_path, IMPORT_ONLY)
+    assert out.stdout.strip() == "kept-from-an-earlier-checkout", out.stderr
+
+
+def test_django_setup_makes_var_and_the_embedded_broker_folders(tmp_path):
+    var = tmp_path / "fresh" / "var"
+    out = probe(var)
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (var / "broker").iterdir()) == ["control", "processed", "queue"]
 
 
 @pytest.mark.postgres

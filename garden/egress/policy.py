@@ -1,41 +1,24 @@
-"""The egress policy: every outbound HTTP request an owner can direct (a model account's base
-URL, ``http.fetch``) goes through one client built here.
-
-- The host is resolved and every address it resolves to is checked before any connection:
-  loopback, private, link-local, unique-local, multicast, reserved and cloud metadata
-  addresses are refused (IPv4 and IPv6, IPv4-mapped and NAT64/6to4 forms unwrapped), unless
-  the operator's allowlist (``GARDEN_EGRESS_ALLOW``, and ``GARDEN_EGRESS_ALLOW_PROVIDERS``
-  for model accounts only) names the host or a network holding the address.
-- The socket connects to the address that was checked, so there is no window in which a
-  second DNS answer (rebinding) could send it elsewhere; TLS still verifies the host name.
-- The check runs at every connection, so every redirect hop is checked too.
-- Every read and write is bounded by the deadline of the request in progress
-  (``deadline()``), so a server dripping one byte at a time cannot hold a worker past it;
-  ``read_capped`` stops reading a body at a byte cap.
-"""
+"""Which destinations the egress policy refuses: the operator's allowlists, the address
+classes that are not public, and the check of a host (every address it resolves to) or of a
+URL an owner saves."""
 
 from __future__ import annotations
 
-import http.cookiejar
 import ipaddress
-import os
 import re
 import socket
-import threading
-import time
-import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 import httpcore
 import httpx
 from django.conf import settings
+
+from garden.egress.deadline import clamp
 
 Purpose = Literal["provider", "tool"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -62,9 +45,6 @@ class EgressRefused(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-# --- the policy -----------------------------------------------------------------------------
 
 
 _HOST_NAME = re.compile(
@@ -204,7 +184,7 @@ def resolve(host: str, port: int) -> list[Address]:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         else:
             lookup = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-            infos = lookup.result(timeout=_clamp(DNS_TIMEOUT, httpcore.ConnectTimeout))
+            infos = lookup.result(timeout=clamp(DNS_TIMEOUT, httpcore.ConnectTimeout))
     except FutureTimeout as exc:
         raise httpcore.ConnectTimeout(f"resolving {host!r} took too long") from exc
     except (socket.gaierror, UnicodeError) as exc:
@@ -272,192 +252,3 @@ def check_url(url: str, purpose: Purpose) -> None:
             if literal:
                 raise
             # An unresolvable name is not refused here; the connection will say so.
-
-
-# --- deadlines ------------------------------------------------------------------------------
-
-_deadline: ContextVar[float | None] = ContextVar("egress_deadline", default=None)
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """Bound every lookup, connect, read and write of the requests made in this block by a
-    total of ``seconds`` (httpx's own timeouts apply per phase, so a slow server could stretch
-    them); inside an outer deadline, the earlier end wins."""
-    end = time.monotonic() + seconds
-    outer = _deadline.get()
-    token = _deadline.set(end if outer is None else min(outer, end))
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
-
-
-def _clamp(timeout: float | None, error: type[Exception]) -> float | None:
-    end = _deadline.get()
-    if end is None:
-        return timeout
-    left = end - time.monotonic()
-    if left <= 0:
-        raise error("the request's total time limit passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connection whose reads and writes never wait past the current request's deadline."""
-
-    def __init__(self, stream: httpcore.NetworkStream) -> None:
-        self._stream = stream
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _clamp(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _clamp(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        return _DeadlineStream(
-            self._stream.start_tls(
-                ssl_context, server_hostname, _clamp(timeout, httpcore.ConnectTimeout)
-            )
-        )
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class EgressBackend(httpcore.NetworkBackend):
-    """Connects only to addresses the policy allows, to exactly the address it checked."""
-
-    def __init__(self, purpose: Purpose) -> None:
-        self.purpose = purpose
-        self._tcp = httpcore.SyncBackend()
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Any = None,
-    ) -> httpcore.NetworkStream:
-        addresses = check_host(host, port, self.purpose)
-        error: Exception | None = None
-        for address in addresses:
-            try:
-                stream = self._tcp.connect_tcp(
-                    str(address),
-                    port,
-                    _clamp(timeout, httpcore.ConnectTimeout),
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                error = exc
-                continue
-            return _DeadlineStream(stream)
-        raise error or httpcore.ConnectError(f"no address for {host!r}")
-
-    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
-        raise EgressRefused("unix sockets are not an egress destination.")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-
-# --- clients --------------------------------------------------------------------------------
-
-
-def build_client(
-    purpose: Purpose,
-    *,
-    verify: Any = True,
-    follow_redirects: bool = False,
-    max_redirects: int = 5,
-    keepalive_expiry: float = 5.0,
-) -> httpx.Client:
-    """An httpx client whose every connection passes the egress policy for ``purpose``.
-
-    - It keeps no cookies: one process's client serves every owner, and nothing a server sets
-      for one owner's request may ride along with another's.
-    - It asks for bodies unencoded (``read_capped`` unpacks gzip/deflate itself, bounded).
-    - Environment proxies are ignored (``trust_env=False``): a proxy would be the address
-      checked, not the destination.
-    """
-    no_cookies = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-    transport = httpx.HTTPTransport(verify=verify)
-    # httpx builds its pool without a way to pass a network backend; the pool is rebuilt with
-    # the same SSL context and ours. (httpx is pinned; the attribute is stable in 0.28.)
-    ssl_context = transport._pool._ssl_context
-    transport._pool = httpcore.ConnectionPool(
-        ssl_context=ssl_context,
-        max_connections=None,
-        max_keepalive_connections=64,
-        keepalive_expiry=keepalive_expiry,
-        http1=True,
-        http2=False,
-        network_backend=EgressBackend(purpose),
-    )
-    return httpx.Client(
-        transport=transport,
-        follow_redirects=follow_redirects,
-        max_redirects=max_redirects,
-        trust_env=False,
-        cookies=no_cookies,
-        headers={"Accept-Encoding": "identity"},
-    )
-
-
-_clients: dict[tuple[int, str], httpx.Client] = {}
-_clients_lock = threading.Lock()
-
-
-def shared(purpose: Purpose, factory) -> httpx.Client:
-    """The process's one client for ``purpose`` (built by ``factory``); a forked child builds
-    its own."""
-    key = (os.getpid(), purpose)
-    client = _clients.get(key)
-    if client is None:
-        with _clients_lock:
-            client = _clients.get(key)
-            if client is None:
-                client = _clients[key] = factory()
-    return client
-
-
-_DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-
-
-def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
-    """Up to ``max_bytes`` of the body of a streamed response, and whether more was left
-    unread; the connection is closed rather than drained. A body sent gzip- or
-    deflate-encoded anyway is unpacked here, never past the cap (a few hundred bytes of gzip
-    can unpack to gigabytes); any other encoding is refused."""
-    encodings = [
-        e.strip().lower()
-        for e in response.headers.get("content-encoding", "").split(",")
-        if e.strip() and e.strip().lower() != "identity"
-    ]
-    if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
-        raise EgressRefused(
-            f"the response is encoded as {', '.join(encodings)}, which garden does not unpack."
-        )
-    unpack = zlib.decompressobj(_DECODERS[encodings[0]]) if encodings else None
-    parts: list[bytes] = []
-    size = 0
-    for chunk in response.iter_raw():
-        if unpack is not None:
-            try:
-                chunk = unpack.decompress(chunk, max_bytes + 1 - size)
-            except zlib.error as exc:
-                raise EgressRefused(f"the response's {encodings[0]} body is corrupt.") from exc
-        parts.append(chunk)
-        size += len(chunk)
-        if size > max_bytes or (unpack is not None and unpack.unconsumed_tail):
-            return b"".join(parts)[:max_bytes], True
-    return b"".join(parts), False

@@ -1,0 +1,174 @@
+"""The httpx clients of the egress policy: connections only to checked addresses, every read
+and write within the current deadline, no cookies, and bodies read up to a cap."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import threading
+import time
+import zlib
+from typing import Any
+
+import httpcore
+import httpx
+
+from garden.egress.deadline import clamp
+from garden.egress.policy import EgressRefused, Purpose, check_host
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """A connection whose reads and writes never wait past the current request's deadline."""
+
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, clamp(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, clamp(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _DeadlineStream(
+            self._stream.start_tls(
+                ssl_context, server_hostname, clamp(timeout, httpcore.ConnectTimeout)
+            )
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class EgressBackend(httpcore.NetworkBackend):
+    """Connects only to addresses the policy allows, to exactly the address it checked."""
+
+    def __init__(self, purpose: Purpose) -> None:
+        self.purpose = purpose
+        self._tcp = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.NetworkStream:
+        addresses = check_host(host, port, self.purpose)
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                stream = self._tcp.connect_tcp(
+                    str(address),
+                    port,
+                    clamp(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+                continue
+            return _DeadlineStream(stream)
+        raise error or httpcore.ConnectError(f"no address for {host!r}")
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        raise EgressRefused("unix sockets are not an egress destination.")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def build_client(
+    purpose: Purpose,
+    *,
+    verify: Any = True,
+    follow_redirects: bool = False,
+    max_redirects: int = 5,
+    keepalive_expiry: float = 5.0,
+) -> httpx.Client:
+    """An httpx client whose every connection passes the egress policy for ``purpose``.
+
+    - It keeps no cookies: one process's client serves every owner, and nothing a server sets
+      for one owner's request may ride along with another's.
+    - It asks for bodies unencoded (``read_capped`` unpacks gzip/deflate itself, bounded).
+    - Environment proxies are ignored (``trust_env=False``): a proxy would be the address
+      checked, not the destination.
+    """
+    no_cookies = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    transport = httpx.HTTPTransport(verify=verify)
+    # httpx builds its pool without a way to pass a network backend; the pool is rebuilt with
+    # the same SSL context and ours. (httpx is pinned; the attribute is stable in 0.28.)
+    ssl_context = transport._pool._ssl_context
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=ssl_context,
+        max_connections=None,
+        max_keepalive_connections=64,
+        keepalive_expiry=keepalive_expiry,
+        http1=True,
+        http2=False,
+        network_backend=EgressBackend(purpose),
+    )
+    return httpx.Client(
+        transport=transport,
+        follow_redirects=follow_redirects,
+        max_redirects=max_redirects,
+        trust_env=False,
+        cookies=no_cookies,
+        headers={"Accept-Encoding": "identity"},
+    )
+
+
+_clients: dict[tuple[int, str], httpx.Client] = {}
+_clients_lock = threading.Lock()
+
+
+def shared(purpose: Purpose, factory) -> httpx.Client:
+    """The process's one client for ``purpose`` (built by ``factory``); a forked child builds
+    its own."""
+    key = (os.getpid(), purpose)
+    client = _clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                client = _clients[key] = factory()
+    return client
+
+
+_DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to ``max_bytes`` of the body of a streamed response, and whether more was left
+    unread; the connection is closed rather than drained. A body sent gzip- or
+    deflate-encoded anyway is unpacked here, never past the cap (a few hundred bytes of gzip
+    can unpack to gigabytes); any other encoding is refused."""
+    encodings = [
+        e.strip().lower()
+        for e in response.headers.get("content-encoding", "").split(",")
+        if e.strip() and e.strip().lower() != "identity"
+    ]
+    if len(encodings) > 1 or (encodings and encodings[0] not in _DECODERS):
+        raise EgressRefused(
+            f"the response is encoded as {', '.join(encodings)}, which garden does not unpack."
+        )
+    unpack = zlib.decompressobj(_DECODERS[encodings[0]]) if encodings else None
+    parts: list[bytes] = []
+    size = 0
+    for chunk in response.iter_raw():
+        if unpack is not None:
+            try:
+                chunk = unpack.decompress(chunk, max_bytes + 1 - size)
+            except zlib.error as exc:
+                raise EgressRefused(f"the response's {encodings[0]} body is corrupt.") from exc
+        parts.append(chunk)
+        size += len(chunk)
+        if size > max_bytes or (unpack is not None and unpack.unconsumed_tail):
+            return b"".join(parts)[:max_bytes], True
+    return b"".join(parts), False

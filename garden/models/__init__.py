@@ -1,0 +1,19 @@
+"""garden's core rows: model accounts, agents, conversations, messages and artifacts."""
+
+from garden.models.agents import Agent, ModelAccount
+from garden.models.approvals import Approval
+from garden.models.conversations import Conversation, Message
+from garden.models.memory import Artifact, MemoryNote
+from garden.models.runs import Goal, Run
+
+__all__ = [
+    "Agent",
+    "Approval",
+    "Artifact",
+    "Conversation",
+    "Goal",
+    "MemoryNote",
+    "Message",
+    "ModelAccount",
+    "Run",
+]

@@ -1,0 +1,59 @@
+"""A member's tool action waiting for a person's decision."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from garden.models.agents import Agent
+from garden.models.conversations import Conversation
+
+
+class Approval(models.Model):
+    """A member's pending tool action, waiting for a person's decision."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approvals"
+    )
+    request = models.ForeignKey(
+        "groups.GroupRequest",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="approvals",
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="approvals"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="approvals")
+    tool_call_id = models.CharField(max_length=100)
+    action = models.JSONField(help_text="The exact tool call: {name, arguments}.")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    surface = models.CharField(max_length=20, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    reason = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    executed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "tool_call_id"], name="approval_one_per_tool_call"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action.get('name', '?')} by {self.agent} ({self.status})"

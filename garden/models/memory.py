@@ -1,0 +1,64 @@
+"""What agents keep beyond a turn: the artifacts they make and their memory notes."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from garden.models.agents import Agent
+from garden.models.conversations import Conversation
+
+
+class Artifact(models.Model):
+    """A file an agent made: a document, chart or picture. Its row outlives its conversation."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="artifacts"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="artifacts"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.SET_NULL, null=True, blank=True, related_name="artifacts"
+    )
+    kind = models.CharField(max_length=20, default="document")
+    title = models.CharField(max_length=200)
+    mime_type = models.CharField(max_length=100, default="text/plain")
+    content = models.TextField(blank=True)
+    size = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class MemoryNote(models.Model):
+    """A durable note or preference in one memory scope.
+
+    Scopes: ``private:<agent id>``, ``shared:<owner id>``, ``group:<group id>``. The scope of a
+    write or a recall comes from the trusted run context, never from model-supplied ids.
+    """
+
+    class Kind(models.TextChoices):
+        NOTE = "note", "Note"
+        PREFERENCE = "preference", "Preference"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_notes"
+    )
+    scope = models.CharField(max_length=60, db_index=True)
+    kind = models.CharField(max_length=12, choices=Kind.choices, default=Kind.NOTE)
+    text = models.TextField()
+    written_by = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.kind}: {self.text[:40]}"
