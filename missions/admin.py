@@ -11,10 +11,13 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from garden.admin_base import ReadOnlyAdmin
+from garden.errors import ServiceError
 
 from .models import Mission, MissionRun
 from .selectors import mission_last_run
-from .services import MissionError, check_target, mission_run_due, mission_update
+from .services.checks import check_target
+from .services.missions import mission_update
+from .services.runs import mission_run_due
 
 
 def _link(obj, label: str | None = None) -> str:
@@ -62,7 +65,7 @@ class MissionAdminForm(forms.ModelForm):
                     target_type=mission.target_type,
                     target_id=mission.target_agent_id or mission.target_group_id,
                 )
-            except MissionError as exc:
+            except ServiceError as exc:
                 self.add_error("enabled", f"{exc.message} ({exc.code})")
         return data
 
@@ -161,7 +164,7 @@ class MissionAdmin(admin.ModelAdmin):
                 prompt=form.cleaned_data["prompt"],
                 enabled=form.cleaned_data["enabled"],
             )
-        except MissionError as exc:  # the target went away between the form and the save
+        except ServiceError as exc:  # the target went away between the form and the save
             self.message_user(request, f"Not saved: {exc.message} ({exc.code})", messages.ERROR)
 
     @admin.action(description="Run now")

@@ -17,8 +17,16 @@ from garden.models import Agent
 from groups.models import Group
 from groups.signals import request_finished
 
-from . import services
 from .models import Mission
+from .services.conclusion import mission_run_work_ended
+from .services.missions import (
+    AGENT_REMOVED,
+    GROUP_ARCHIVED,
+    GROUP_DELETED,
+    missions_disable_for_agent,
+    missions_disable_for_group,
+)
+from .services.schedules import mission_periodic_task_delete
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +34,7 @@ log = logging.getLogger(__name__)
 @receiver(request_finished, dispatch_uid="missions_request_finished")
 def _request_finished(sender, request_id, **kwargs):
     try:
-        services.mission_run_work_ended(group_request_id=request_id)
+        mission_run_work_ended(group_request_id=request_id)
     except Exception:  # the loop must not fail for a mission; the next due run settles it
         log.exception("mission run of request %s not concluded", request_id)
 
@@ -34,7 +42,7 @@ def _request_finished(sender, request_id, **kwargs):
 @receiver(chat_replied, dispatch_uid="missions_chat_replied")
 def _chat_replied(sender, message_id, **kwargs):
     try:
-        services.mission_run_work_ended(owner_message_id=message_id)
+        mission_run_work_ended(owner_message_id=message_id)
     except Exception:  # the 1:1 path must not fail for a mission; the next due run settles it
         log.exception("mission run of message %s not concluded", message_id)
 
@@ -48,9 +56,9 @@ def _group_saved(sender, instance, created, update_fields=None, raw=False, **kwa
     if raw or created:
         return
     if instance.deleted_at is not None and _touches(update_fields, "deleted_at"):
-        services.missions_disable_for_group(group=instance, reason=services.GROUP_DELETED)
+        missions_disable_for_group(group=instance, reason=GROUP_DELETED)
     elif instance.archived_at is not None and _touches(update_fields, "archived_at"):
-        services.missions_disable_for_group(group=instance, reason=services.GROUP_ARCHIVED)
+        missions_disable_for_group(group=instance, reason=GROUP_ARCHIVED)
 
 
 @receiver(post_save, sender=Agent, dispatch_uid="missions_agent_saved")
@@ -61,9 +69,9 @@ def _agent_saved(sender, instance, created, update_fields=None, raw=False, **kwa
         and instance.removed_at is not None
         and _touches(update_fields, "removed_at")
     ):
-        services.missions_disable_for_agent(agent=instance, reason=services.AGENT_REMOVED)
+        missions_disable_for_agent(agent=instance, reason=AGENT_REMOVED)
 
 
 @receiver(post_delete, sender=Mission, dispatch_uid="missions_mission_deleted")
 def _mission_deleted(sender, instance, **kwargs):
-    services.mission_periodic_task_delete(periodic_task_id=instance.periodic_task_id)
+    mission_periodic_task_delete(periodic_task_id=instance.periodic_task_id)

@@ -7,7 +7,6 @@ from django.db.models import Prefetch, QuerySet
 
 from .models import Mission, MissionRun
 
-_MAX_ID = 2**63 - 1
 RUNS_LISTED = 50
 
 
@@ -26,7 +25,7 @@ def mission_list(*, owner: AbstractBaseUser) -> QuerySet[Mission]:
 
 
 def mission_get(*, owner: AbstractBaseUser, mission_id: int) -> Mission | None:
-    if not 0 < mission_id <= _MAX_ID:
+    if not is_row_id(mission_id):
         return None
     return _with_details(Mission.objects.filter(owner=owner, pk=mission_id)).first()
 

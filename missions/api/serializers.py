@@ -12,10 +12,10 @@ from rest_framework import serializers
 from groups.api.serializers import ErrorOutput
 from missions.models import Mission, MissionRun
 from missions.selectors import mission_last_run
-from missions.services import (
+from missions.services.checks import MAX_ID
+from missions.services.schedules import (
     CRONTAB_FIELDS,
     MAX_EVERY_SECONDS,
-    MAX_ID,
     MIN_EVERY_SECONDS,
     Schedule,
 )

@@ -24,13 +24,8 @@ from missions.api.serializers import (
     MissionRunRefusedOutput,
 )
 from missions.models import Mission, MissionRun
-from missions.services import (
-    MissionError,
-    mission_create,
-    mission_delete,
-    mission_run_due,
-    mission_update,
-)
+from missions.services.missions import mission_create, mission_delete, mission_update
+from missions.services.runs import mission_run_due
 
 TAGS = ["missions"]
 _REFUSED = OpenApiResponse(
@@ -38,10 +33,6 @@ _REFUSED = OpenApiResponse(
 )
 _FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
 _NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such mission for this owner.")
-
-
-def _api_error(exc: MissionError) -> ApiError:
-    return ApiError(exc.code, exc.message, field=exc.field, status_code=exc.status)
 
 
 def _get_mission(request: Request, mission_id: int) -> Mission:
@@ -75,19 +66,16 @@ class MissionListCreateApi(APIView):
         data = MissionCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        try:
-            mission = mission_create(
-                owner=request.user,
-                name=v["name"],
-                prompt=v["prompt"],
-                target_type=v["target_type"],
-                target_id=v["target_id"],
-                schedule=v["schedule"],
-                enabled=v["enabled"],
-                origin_conversation_id=v["origin_conversation"],
-            )
-        except MissionError as exc:
-            raise _api_error(exc) from exc
+        mission = mission_create(
+            owner=request.user,
+            name=v["name"],
+            prompt=v["prompt"],
+            target_type=v["target_type"],
+            target_id=v["target_id"],
+            schedule=v["schedule"],
+            enabled=v["enabled"],
+            origin_conversation_id=v["origin_conversation"],
+        )
         return _mission_response(request, mission.pk, status.HTTP_201_CREATED)
 
 
@@ -110,10 +98,7 @@ class MissionDetailApi(APIView):
         v = dict(data.validated_data)
         if "origin_conversation" in v:
             v["origin_conversation_id"] = v.pop("origin_conversation")
-        try:
-            mission_update(mission=mission, **v)
-        except MissionError as exc:
-            raise _api_error(exc) from exc
+        mission_update(mission=mission, **v)
         return _mission_response(request, mission_id)
 
     @extend_schema(
@@ -158,15 +143,13 @@ class MissionRunNowApi(APIView):
                 "code": run.outcome_code,
                 "message": run.skipped_reason,
             }
-            return Response(
-                {
-                    "code": run.outcome_code,
-                    "message": run.skipped_reason,
-                    "errors": [error],
-                    "mission_run": MissionRunOutput(run).data,
-                },
-                status=status.HTTP_409_CONFLICT,
-            )
+            refused = {
+                "code": run.outcome_code,
+                "message": run.skipped_reason,
+                "errors": [error],
+                "mission_run": run,
+            }
+            return Response(MissionRunRefusedOutput(refused).data, status=status.HTTP_409_CONFLICT)
         return Response(MissionRunOutput(run).data, status=status.HTTP_202_ACCEPTED)
 
 

@@ -257,8 +257,13 @@ def test_run_now_starts_a_run_and_a_second_one_is_a_recorded_409(api, owner, gro
     response = api.post(f"/api/missions/{mission.pk}/run")
     assert response.status_code == 409
     data = response.json()
-    assert data["code"] == "MISSION_ALREADY_ACTIVE"
-    assert errors(response) == [("non_field_errors", "MISSION_ALREADY_ACTIVE")]
+    assert (data["code"], list(data)) == (
+        "MISSION_ALREADY_ACTIVE",
+        ["code", "message", "errors", "mission_run"],
+    )
+    assert data["errors"] == [
+        {"field": "non_field_errors", "code": "MISSION_ALREADY_ACTIVE", "message": data["message"]}
+    ]
     assert data["mission_run"]["state"] == "skipped"
 
     runs = api.get(f"/api/missions/{mission.pk}/runs").json()
@@ -266,6 +271,7 @@ def test_run_now_starts_a_run_and_a_second_one_is_a_recorded_409(api, owner, gro
         ("skipped", "MISSION_ALREADY_ACTIVE"),
         ("active", ""),
     ]
+    assert runs[0] == data["mission_run"]
     listed = api.get("/api/missions").json()
     assert [m["last_run"]["id"] for m in listed] == [data["mission_run"]["id"]]
 

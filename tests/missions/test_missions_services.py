@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from garden.errors import ServiceError
 from garden.models import Agent, Goal, Run
 from groups.models import Group, GroupRequest
 from groups.services.groups import group_archive, group_delete
@@ -299,8 +300,6 @@ def test_an_origin_that_closed_sends_the_note_to_notes(owner, group, runtime):
 
 
 def test_a_disabled_mission_is_skipped_and_re_enabling_checks_the_target(owner, group, runtime):
-    from missions.services import MissionError
-
     mission = make_mission(owner, group, enabled=False)
     assert mission.periodic_task.enabled is False
     skipped = mission_run_due(mission_id=mission.pk)
@@ -309,7 +308,7 @@ def test_a_disabled_mission_is_skipped_and_re_enabling_checks_the_target(owner, 
         "The mission is disabled: Disabled by the owner.",
     )
     Group.objects.filter(pk=group.pk).update(deleted_at=timezone.now())
-    with pytest.raises(MissionError) as refused:
+    with pytest.raises(ServiceError) as refused:
         mission_update(mission=mission, enabled=True)
     assert (refused.value.code, refused.value.field) == ("TARGET_NOT_FOUND", "target_id")
     assert Mission.objects.get(pk=mission.pk).enabled is False
