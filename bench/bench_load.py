@@ -8,7 +8,8 @@ and its children), and the queries one step makes.
 
 Run: python bench/bench_load.py [--groups 200] [--latency 1.0] [--workers 1 2]
      [--pool threads] [--concurrency 0 (auto)] [--db-pool-max 8]
-Needs PostgreSQL and Redis; uses its own database ``garden_bench`` and Redis db 2.
+Needs PostgreSQL and Redis; uses its own database ``garden_bench`` and Redis db 2 (env
+BENCH_DATABASE, BENCH_REDIS_URL).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from bench.support import (
     use_services,
 )
 
-DATABASE = "garden_bench"
+DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 
 

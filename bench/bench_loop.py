@@ -11,8 +11,9 @@ that), the PostgreSQL and Redis round trips, and the queries one step makes.
 
 Run: python bench/bench_loop.py [--groups 40] [--workers 1 2]
 Needs PostgreSQL and Redis (DATABASE_URL / REDIS_URL, else the local defaults); uses its own
-database ``garden_bench`` and Redis db 2 so it never touches other data. Workers run the
-threads pool with GARDEN_DB_POOL_MAX=4, as the deployment does.
+database ``garden_bench`` and Redis db 2 (env BENCH_DATABASE, BENCH_REDIS_URL) so it never
+touches other data. Workers run the threads pool with GARDEN_DB_POOL_MAX=4, as the deployment
+does.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from bench.support import (
     use_services,
 )
 
-DATABASE = "garden_bench"
+DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
 

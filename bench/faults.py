@@ -26,9 +26,10 @@ outcome code.
 
 Run: python bench/faults.py [--trials 200] [--only kill,stop,redis,pg,provider]
      [--shared-redis] [--seed N]
-Uses its own database ``garden_faults``; starts its own redis-server on a free port (db 4), so
-its Redis restarts never touch the shared one. ``--shared-redis`` uses and restarts the Redis
-on 127.0.0.1:6379 instead: only when nothing else needs it.
+Uses its own database ``garden_faults`` (env FAULTS_DATABASE); starts its own redis-server on a
+free port (db 4, env FAULTS_REDIS_DB), so its Redis restarts never touch the shared one.
+``--shared-redis`` uses and restarts the Redis on 127.0.0.1:6379 instead: only when nothing else
+needs it.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ from bench.support import (
     use_services,
 )
 
-DATABASE = "garden_faults"
+# Overridable, so that two runs on one machine never share (or flush) one database or Redis db.
+DATABASE = os.environ.get("FAULTS_DATABASE", "garden_faults")
+REDIS_DB = int(os.environ.get("FAULTS_REDIS_DB", "4"))
 POINTS = ("before_reserve", "before_dispatch", "during_call", "after_reply", "after_write")
 # Per hit of the point: high enough to die within a few steps, low enough that the step that
 # dies is not always a request's first.
@@ -315,7 +318,7 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/4"
+        return f"redis://127.0.0.1:{self.port}/{REDIS_DB}"
 
     def start(self) -> None:
         bind = ["127.0.0.1", "-::1"] if self.shared else ["127.0.0.1"]
@@ -1033,7 +1036,7 @@ def main() -> None:
     parser.add_argument(
         "--shared-redis",
         action="store_true",
-        help="use and restart the Redis on 127.0.0.1:6379 (db 4) instead of a private one",
+        help=f"use and restart the Redis on 127.0.0.1:6379 (db {REDIS_DB}) instead of a private one",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
@@ -1063,12 +1066,13 @@ def main() -> None:
     print(f"seed {seed}; database {DATABASE}; worker logs in {log_dir}")
     if redis.shared:
         print(
-            "Redis: the SHARED redis-server on 127.0.0.1:6379, db 4 — restarting it wipes every db: "
-            "run this only when nothing else needs Redis."
+            f"Redis: the SHARED redis-server on 127.0.0.1:6379, db {REDIS_DB} — restarting it wipes "
+            "every db: run this only when nothing else needs Redis."
         )
     else:
         print(
-            f"Redis: a private redis-server on 127.0.0.1:{redis.port}, db 4 (the shared one is never touched)."
+            f"Redis: a private redis-server on 127.0.0.1:{redis.port}, db {REDIS_DB} (the shared one "
+            "is never touched)."
         )
     print(
         f"workers: threads pool, {h.concurrency} threads, lock TTL {LOCK_TTL} s; sweeper every "
