@@ -26,20 +26,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.seeding import build_group
 from bench.support import (
-    DEPLOYED_ENV,
     ROOT,
     PgProbe,
-    Worker,
-    build_group,
-    cpu_seconds,
     ensure_database,
     machine_line,
     pct,
-    rss_bytes,
     step_queries,
     use_services,
 )
+from bench.workers import DEPLOYED_ENV, Worker, cpu_seconds, rss_bytes
 
 DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")

@@ -28,12 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.seeding import build_group
 from bench.support import (
-    DEPLOYED_ENV,
     PgProbe,
-    Worker,
-    build_group,
-    cpu_seconds,
     ensure_database,
     machine_line,
     pct,
@@ -41,6 +38,7 @@ from bench.support import (
     step_queries,
     use_services,
 )
+from bench.workers import DEPLOYED_ENV, Worker, cpu_seconds
 
 DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
