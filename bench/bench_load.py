@@ -8,7 +8,8 @@ and its children), and the queries one step makes.
 
 Run: python bench/bench_load.py [--groups 200] [--latency 1.0] [--workers 1 2]
      [--pool threads] [--concurrency 0 (auto)] [--db-pool-max 8]
-Needs PostgreSQL and Redis; uses its own database ``garden_bench`` and Redis db 2.
+Needs PostgreSQL and Redis; uses its own database ``garden_bench`` and Redis db 2 (env
+BENCH_DATABASE, BENCH_REDIS_URL).
 """
 
 from __future__ import annotations
@@ -25,22 +26,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.seeding import build_group
 from bench.support import (
-    DEPLOYED_ENV,
     ROOT,
     PgProbe,
-    Worker,
-    build_group,
-    cpu_seconds,
     ensure_database,
     machine_line,
     pct,
-    rss_bytes,
     step_queries,
     use_services,
 )
+from bench.workers import DEPLOYED_ENV, Worker, cpu_seconds, rss_bytes
 
-DATABASE = "garden_bench"
+DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 
 

@@ -11,8 +11,9 @@ that), the PostgreSQL and Redis round trips, and the queries one step makes.
 
 Run: python bench/bench_loop.py [--groups 40] [--workers 1 2]
 Needs PostgreSQL and Redis (DATABASE_URL / REDIS_URL, else the local defaults); uses its own
-database ``garden_bench`` and Redis db 2 so it never touches other data. Workers run the
-threads pool with GARDEN_DB_POOL_MAX=4, as the deployment does.
+database ``garden_bench`` and Redis db 2 (env BENCH_DATABASE, BENCH_REDIS_URL) so it never
+touches other data. Workers run the threads pool with GARDEN_DB_POOL_MAX=4, as the deployment
+does.
 """
 
 from __future__ import annotations
@@ -27,12 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.seeding import build_group
 from bench.support import (
-    DEPLOYED_ENV,
     PgProbe,
-    Worker,
-    build_group,
-    cpu_seconds,
     ensure_database,
     machine_line,
     pct,
@@ -40,8 +38,9 @@ from bench.support import (
     step_queries,
     use_services,
 )
+from bench.workers import DEPLOYED_ENV, Worker, cpu_seconds
 
-DATABASE = "garden_bench"
+DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
 

@@ -1,6 +1,6 @@
 """Diagnostic tasks the benchmarks chain to measure the floor under the group loop. Only the
 benchmarks' workers import this module (``celery worker --include bench.diagnostics``, see
-bench/support.py); deployed workers never register these tasks.
+bench/workers.py); deployed workers never register these tasks.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
+from garden.errors import is_row_id
+
 from .models import Mission, MissionRun
 
 RUNS_LISTED = 50

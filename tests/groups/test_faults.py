@@ -12,7 +12,9 @@ from django.conf import settings
 from django.db import connection, connections
 
 from bench.fake_provider import FakeProvider
-from bench.faults import Harness, popen_spawner, scenario_kill, scenario_stop, worker_env
+from bench.fault_harness import Harness
+from bench.fault_processes import popen_spawner, worker_env
+from bench.fault_scenarios import scenario_kill, scenario_stop
 
 pytestmark = [
     pytest.mark.postgres,

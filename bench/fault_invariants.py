@@ -1,0 +1,158 @@
+"""The invariants the fault harness checks, read from the database: safety (reservations,
+messages, fences, approvals) over one snapshot, liveness (every request ended honestly within a
+bound), and that a step frozen past its lock never wrote after the takeover."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+
+
+def safety_violations(ids: list[int], tags: dict[int, str], seen: dict[str, int]) -> list[str]:
+    """Safety of the requests ``ids``, given the calls the provider has ``seen`` per tag (read
+    before this, so every dispatch it counted was reserved and committed before the snapshot)."""
+    from django.db import connection, transaction
+
+    # One snapshot of the database: requests run while they are checked, and a counter read
+    # before a reservation committed would not match the rows read after.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("set transaction isolation level repeatable read, read only")
+        return _snapshot_violations(ids, tags, seen)
+
+
+def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, int]) -> list[str]:
+    from garden.models import Approval, Message
+    from groups.models import (
+        MAINTENANCE_CALLS,
+        SYNTHESIS_CALLS,
+        WORKING_CALLS,
+        CallReservation,
+        GroupRequest,
+    )
+
+    requests = {r.pk: r for r in GroupRequest.objects.filter(pk__in=ids).select_related("group")}
+    reservations: dict[int, list[dict]] = defaultdict(list)
+    for row in (
+        CallReservation.objects.filter(request_id__in=ids)
+        .order_by("id")
+        .values("request_id", "purpose", "status", "reason", "fence")
+    ):
+        reservations[row["request_id"]].append(row)
+    messages: dict[int, list[dict]] = defaultdict(list)
+    for row in (
+        Message.objects.filter(request_id__in=ids)
+        .order_by("seq")
+        .values(
+            "id",
+            "request_id",
+            "speaker_kind",
+            "speaker_agent_id",
+            "kind",
+            "step",
+            "reply_to_call_id",
+        )
+    ):
+        messages[row["request_id"]].append(row)
+    pending = set(
+        Approval.objects.filter(request_id__in=ids, status=Approval.Status.PENDING).values_list(
+            "request_id", flat=True
+        )
+    )
+    out = []
+    for pk in ids:
+        r, rows, msgs = requests[pk], reservations[pk], messages[pk]
+        held = [x for x in rows if x["status"] != CallReservation.Status.RELEASED]
+        for purpose, limit, counter in (
+            ("working", WORKING_CALLS, r.working_reserved),
+            ("synthesis", SYNTHESIS_CALLS, r.synthesis_reserved),
+            ("maintenance", MAINTENANCE_CALLS, r.maintenance_reserved),
+        ):
+            n = sum(1 for x in held if x["purpose"] == purpose)
+            if n > limit:
+                out.append(f"request {pk}: {n} {purpose} reservations held, limit {limit}")
+            if n != counter:
+                out.append(f"request {pk}: {purpose} counter {counter} but {n} reservations held")
+        rejected = sum(
+            1
+            for x in rows
+            if x["status"] == CallReservation.Status.RELEASED and x["reason"] == "PROVIDER_REJECTED"
+        )
+        dispatched = seen.get(tags[pk], 0)
+        if dispatched > len(held) + rejected:
+            out.append(
+                f"request {pk}: the provider received {dispatched} calls, only "
+                f"{len(held)} reservations held + {rejected} released on rejection"
+            )
+        owner = [m for m in msgs if m["speaker_kind"] == Message.SpeakerKind.OWNER]
+        if len(owner) != 1 or r.message_id != owner[0]["id"]:
+            out.append(
+                f"request {pk}: {len(owner)} owner messages (request.message={r.message_id})"
+            )
+        turns = Counter(
+            (m["speaker_agent_id"], m["step"])
+            for m in msgs
+            if m["kind"] == Message.Kind.TURN and m["step"] is not None
+        )
+        out += [
+            f"request {pk}: agent {a} has {n} turns at step {s}"
+            for (a, s), n in turns.items()
+            if n > 1
+        ]
+        answers = Counter(
+            m["reply_to_call_id"]
+            for m in msgs
+            if m["kind"] == Message.Kind.TURN
+            and m["reply_to_call_id"]
+            and m["speaker_agent_id"] != r.group.coordinator_id
+        )
+        out += [f"request {pk}: ask {c} answered {n} times" for c, n in answers.items() if n > 1]
+        fences = [x["fence"] for x in rows if x["purpose"] != CallReservation.Purpose.MAINTENANCE]
+        if any(b <= a for a, b in itertools.pairwise(fences)):
+            out.append(f"request {pk}: reservation fences not strictly increasing: {fences}")
+        steps = [m["step"] for m in msgs if m["step"] is not None]
+        if any(b < a for a, b in itertools.pairwise(steps)):
+            out.append(f"request {pk}: message steps go back in seq order: {steps}")
+        if r.is_finished and pk in pending:
+            out.append(f"request {pk}: {r.state} with an approval still pending")
+    return out
+
+
+def liveness_violations(requests: list, bound: float) -> list[str]:
+    """Every request of ``requests`` (rows read after waiting ``bound`` seconds) finished, with
+    an outcome code, and an outcome unless it completed."""
+    from groups.models import GroupRequest
+
+    out = []
+    for r in requests:
+        if not r.is_finished:
+            out.append(
+                f"request {r.pk}: still {r.state} after {bound:g} s (fence {r.fence}, "
+                f"completed {r.completed_fence}, working {r.working_reserved})"
+            )
+        elif not r.outcome_code or (r.state != GroupRequest.State.COMPLETED and not r.outcome):
+            out.append(
+                f"request {r.pk}: {r.state} without an honest outcome "
+                f"({r.outcome_code!r}, {r.outcome!r})"
+            )
+    return out
+
+
+def stale_write_violations(subjects: list[tuple[int, int]]) -> list[str]:
+    """Each (request, fence) of a step frozen in its model call and taken over since: no message
+    at that fence, and its reservation settled as lost by the takeover."""
+    from garden.models import Message
+    from groups.models import CallReservation
+
+    out = []
+    for pk, fence in subjects:
+        if Message.objects.filter(request_id=pk, step=fence).exists():
+            out.append(f"request {pk}: the stale step at fence {fence} wrote a message")
+        row = (
+            CallReservation.objects.filter(request_id=pk, fence=fence)
+            .values_list("status", "reason")
+            .first()
+        )
+        if row is not None and row != ("consumed", "ambiguous: step lost"):
+            out.append(f"request {pk}: reservation at stale fence {fence} is {row}")
+    return out

@@ -1,0 +1,263 @@
+"""The fault harness's scenarios: each injects one kind of fault (SIGKILL at a point of a step,
+SIGSTOP past the lock TTL, a Redis restart, dropped PostgreSQL connections, a faulty provider)
+into live requests and returns its ``Result``, violations included."""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.fault_harness import Harness, db_retry
+from bench.fault_invariants import stale_write_violations
+from bench.fault_processes import LOCK_TTL, RedisServer, terminate_backends
+from bench.fault_report import Result
+
+POINTS = ("before_reserve", "before_dispatch", "during_call", "after_reply", "after_write")
+# Per hit of the point: high enough to die within a few steps, low enough that the step that
+# dies is not always a request's first.
+KILL_PROBABILITY = 0.3
+
+
+def scenario_kill(
+    h: Harness, point: str, trials: int, *, rng: random.Random, bound: float = 120
+) -> Result:
+    """SIGKILL a worker at ``point`` of a step, ``trials`` times; a new worker (armed the same
+    way) takes the next trial while the sweeper brings the stranded requests back."""
+    result, started = Result(f"SIGKILL {point.replace('_', ' ')}"), time.monotonic()
+    latency = 0.5 if point == "during_call" else 0.02
+    env = (
+        {}
+        if point == "during_call"
+        else {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": str(KILL_PROBABILITY)}
+    )
+    ids: list[int] = []
+    for _ in range(trials):
+        ids += h.new_requests(1, latency=latency)
+        worker = h.spawn(f"kill-{point}-", env)
+        deadline = time.monotonic() + 20
+        if point == "during_call":
+            while worker.alive and time.monotonic() < deadline:
+                if h.calls_in_flight([worker]):
+                    time.sleep(rng.uniform(0, latency * 0.6))
+                    worker.signal(signal.SIGKILL)
+                    break
+                time.sleep(0.01)
+        worker.wait_exit(max(0.0, deadline - time.monotonic()))
+        if worker.killed:
+            result.faults += 1
+        else:
+            worker.stop()
+        h.workers.remove(worker)
+        result.trials += 1
+        result.violations += h.check_safety(ids)
+    result.note = (
+        f"probability {KILL_PROBABILITY} per hit"
+        if point != "during_call"
+        else f"killed 0-{latency * 0.6:g} s into a {latency:g} s call"
+    )
+    return h.finish(result, ids, bound=bound, started=started)
+
+
+def scenario_stop(
+    h: Harness,
+    trials: int,
+    *,
+    rng: random.Random,
+    workers: int = 5,
+    active: int = 15,
+    latency: float = 1.0,
+    bound: float = 120,
+) -> Result:
+    """SIGSTOP a worker while the provider holds one of its calls; once another worker has
+    taken each of its steps over (fence moved), SIGCONT it. The stale steps must not write:
+    no message at their fence, their reservation settled as lost by the takeover."""
+    result, started = Result("SIGSTOP past lock TTL, then SIGCONT"), time.monotonic()
+    # INFO, so each task's return value is logged: a stale step says 'stale'.
+    pool = [h.spawn("stop-", loglevel="info") for _ in range(workers)]
+    ids = h.new_requests(active, latency=latency)
+    frozen: dict[Any, tuple[float, list[tuple[int, int]]]] = {}
+    checks: list[tuple[float, list[tuple[int, int]]]] = []
+    stale_steps = 0
+    deadline = time.monotonic() + max(120.0, trials * 6.0)
+    while (result.trials < trials or frozen or checks) and time.monotonic() < deadline:
+        now = time.monotonic()
+        for worker, (since, subjects) in list(frozen.items()):
+            current = h.fences([pk for pk, _ in subjects])
+            taken = all(current[pk][0] > fence for pk, fence in subjects)
+            if taken or now - since > 30:
+                if not taken:
+                    result.violations.append(f"no takeover within 30 s of {subjects}")
+                worker.signal(signal.SIGCONT)
+                del frozen[worker]
+                checks.append((now + 1.5, subjects))
+        for due in [c for c in checks if c[0] <= now]:
+            checks.remove(due)
+            result.violations += db_retry(lambda due=due: stale_write_violations(due[1]))
+            result.violations += h.check_safety(ids)
+        running = [w for w in pool if w not in frozen]
+        if result.trials < trials and len(running) > 1:
+            calls = h.calls_in_flight(running)
+            if calls:
+                _, _, worker = rng.choice(calls)
+                worker.signal(signal.SIGSTOP)
+                mine = [(pk, port) for pk, port, w in calls if w is worker]
+                # Only steps still inside their model call once stopped: they have written
+                # nothing yet, so any message at their fence would be a stale write.
+                inside = [pk for pk, port in mine if h.port_in_flight(pk, port)]
+                current = h.fences(inside)
+                subjects = [
+                    (pk, current[pk][0]) for pk in inside if current[pk][1] < current[pk][0]
+                ]
+                if subjects:
+                    frozen[worker] = (time.monotonic(), subjects)
+                    result.trials += 1
+                    result.faults += 1
+                    stale_steps += len(subjects)
+                else:
+                    worker.signal(signal.SIGCONT)
+        live = h.unfinished(ids)
+        if len(live) < active and result.trials < trials:
+            ids += h.new_requests(active - len(live), latency=latency)
+        time.sleep(0.05)
+    for worker in frozen:
+        worker.signal(signal.SIGCONT)
+    if result.trials < trials:
+        result.violations.append(f"only {result.trials} of {trials} trials ran before the deadline")
+    result = h.finish(result, ids, bound=bound, started=started)
+    h.retire(pool)
+    resumed = stale_returns([w.log_path for w in pool], longer_than=LOCK_TTL)
+    result.details.update({"frozen_steps": stale_steps, "resumed_stale": resumed})
+    result.note = (
+        f"{stale_steps} steps frozen in a model call; {resumed} steps resumed after their lock "
+        f"expired and gave up as stale (worker logs); lock TTL {LOCK_TTL} s, call {latency:g} s, "
+        f"{workers} workers"
+    )
+    return result
+
+
+def stale_returns(logs: list[Path], *, longer_than: float) -> int:
+    """Steps that ran longer than the lock TTL and returned 'stale': the frozen ones, refused
+    by the fence when they tried to record their reply."""
+    pattern = re.compile(r"groups\.advance_request\[[^\]]+\] succeeded in ([0-9.]+)s: 'stale'")
+    count = 0
+    for path in logs:
+        for match in pattern.finditer(Path(path).read_text(errors="replace")):
+            count += float(match.group(1)) > longer_than
+    return count
+
+
+def scenario_redis(
+    h: Harness, redis: RedisServer, trials: int, *, rng: random.Random, bound: float = 90
+) -> Result:
+    """Restart Redis (it keeps nothing: queued tasks and locks are gone) during requests."""
+    result = Result("restart Redis (broker + locks)")
+    exited = _cut_during_requests(
+        h,
+        result,
+        trials,
+        redis.restart,
+        rng=rng,
+        name="redis-",
+        latency=0.2,
+        pause=(0.5, 2.0),
+        bound=bound,
+    )
+    # kombu 5.7 on Redis: the consumer's reconnect dies in restore_unacked ("Unrecoverable
+    # error: 'NoneType' object has no attribute 'hostname'") and the worker exits.
+    result.note = (
+        f"{'the shared' if redis.shared else 'a private'} redis-server on :{redis.port}; "
+        f"{exited} workers exited on a restart and were restarted by the harness's supervisor"
+    )
+    return result
+
+
+def scenario_pg(
+    h: Harness, database: str, trials: int, *, rng: random.Random, bound: float = 90
+) -> Result:
+    """Terminate every backend of the harness database mid-step (workers' and the harness's)."""
+    result = Result("drop PostgreSQL connections")
+    dropped = 0
+
+    def cut() -> None:
+        nonlocal dropped
+        dropped += terminate_backends(database)
+
+    exited = _cut_during_requests(
+        h, result, trials, cut, rng=rng, name="pg-", latency=0.1, pause=(0.3, 1.5), bound=bound
+    )
+    result.note = f"{dropped} backends terminated; {exited} workers exited"
+    return result
+
+
+def _cut_during_requests(
+    h: Harness,
+    result: Result,
+    trials: int,
+    cut: Callable[[], None],
+    *,
+    rng: random.Random,
+    name: str,
+    latency: float,
+    pause: tuple[float, float],
+    bound: float,
+) -> int:
+    """``trials`` times: a batch of requests, ``cut`` a random ``pause`` into it, then the batch
+    must finish within ``bound`` while workers that exit are replaced. Fills ``result`` and
+    returns how many workers exited."""
+    started = time.monotonic()
+    pool = [h.spawn(name) for _ in range(2)]
+    ids: list[int] = []
+    exited = 0
+
+    def supervise() -> None:
+        nonlocal exited
+        exited += h.supervise(pool, name)
+
+    for _ in range(trials):
+        batch = h.new_requests(6, latency=latency)
+        ids += batch
+        time.sleep(rng.uniform(*pause))
+        cut()
+        result.faults += 1
+        result.trials += 1
+        result.violations += h.wait_finished(batch, bound, tick=supervise)
+        result.violations += h.check_safety(ids)
+    h.finish(result, ids, bound=bound, started=started)
+    h.retire(pool)
+    return exited
+
+
+PROVIDER_MIXES = (
+    {"p_timeout": 0.1, "p_reset": 0.1, "p_429": 0.1, "p_500": 0.1},
+    {"p_429": 0.5},
+    {"p_timeout": 0.2, "p_reset": 0.2},
+    {"p_500": 0.3, "p_429": 0.2},
+)
+
+
+def scenario_provider(
+    h: Harness, requests: int, *, rng: random.Random, bound: float = 150
+) -> Result:
+    """A provider that times out (1 s client timeout, held 3 s), resets, answers 429 and 500."""
+    result, started = Result("provider timeouts, resets, 429, 500"), time.monotonic()
+    pool = [h.spawn("provider-") for _ in range(2)]
+    ids: list[int] = []
+    for i in range(requests):
+        mix = PROVIDER_MIXES[i % len(PROVIDER_MIXES)]
+        ids += h.new_requests(1, latency=0.05, timeout=1.0, hang=3.0, retry_after_ms=50, **mix)
+        result.trials += 1
+    result.violations += h.wait_finished(ids, bound)
+    result.violations += h.check_safety(ids)
+    stats = h.client.stats()["outcomes"]
+    result.faults = sum(stats.get(k, 0) for k in ("timeout", "reset", "429", "500"))
+    result.note = "mixes: " + "; ".join(
+        ",".join(f"{k[2:]}={v:g}" for k, v in m.items()) for m in PROVIDER_MIXES
+    )
+    result = h.finish(result, ids, bound=bound, started=started)
+    h.retire(pool)
+    return result

@@ -1,0 +1,46 @@
+"""Groups seeded for the benchmarks and the fault harness: a coordinator and a member whose
+agents use the ``openai`` adapter against bench/fake_provider.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def build_group(*, username: str, base_url: str, timeout: float = 30.0, member: str = "ledger"):
+    """A group of Concierge (coordinator) and one member, both on the ``openai`` adapter at
+    ``base_url``. One owner per group, so each group's accounts carry its own tag."""
+    from django.contrib.auth import get_user_model
+
+    from garden.models import Agent
+    from garden.services.agents import agent_builtins_ensure, agent_create, model_account_create
+    from groups.models import Group, Membership
+
+    user = get_user_model().objects.create(username=username)
+    concierge = agent_builtins_ensure(owner=user)[Agent.Builtin.CONCIERGE]
+    account = model_account_create(
+        owner=user,
+        name="fake",
+        provider="openai",
+        model="fake",
+        base_url=base_url,
+        timeout_seconds=timeout,
+    )
+    concierge.model_account = account
+    concierge.save(update_fields=["model_account"])
+    group = Group.objects.create(owner=user, name=f"{username} team", coordinator=concierge)
+    Membership.objects.create(group=group, agent=concierge, position=0)
+    agent = agent_create(owner=user, handle=member, name=member.title(), model_account=account)
+    Membership.objects.create(group=group, agent=agent, position=1)
+    return group
+
+
+def retarget(group, *, base_url: str | None = None, timeout: float | None = None) -> None:
+    """Point a group's accounts at another base URL or timeout."""
+    from garden.models import ModelAccount
+
+    changes: dict[str, Any] = {}
+    if base_url is not None:
+        changes["base_url"] = base_url
+    if timeout is not None:
+        changes["timeout_seconds"] = timeout
+    ModelAccount.objects.filter(owner_id=group.owner_id, provider="openai").update(**changes)
