@@ -39,8 +39,14 @@ bench: $(STAMP)
 faults: $(STAMP)
 	@$(PY) bench/faults.py $(FAULTS_ARGS)
 
+# Style, formatting, migrations in step with the models, and the layers (pyproject.toml's
+# import-linter contracts: imports run one way, from config down to the garden runtime).
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
+	@$(VENV)/bin/ruff format --check .
+	@d=$$(mktemp -d -t garden-lint-XXXXXX) && env -u DATABASE_URL -u REDIS_URL GARDEN_VAR_DIR=$$d \
+	  $(PY) manage.py makemigrations --check --dry-run; s=$$?; rm -rf "$$d"; exit $$s
+	@$(VENV)/bin/lint-imports
 
 # The dashboard at http://127.0.0.1:8000/; without REDIS_URL its worker runs in the same process.
 run: $(STAMP)

@@ -12,7 +12,8 @@ def build_group(*, username: str, base_url: str, timeout: float = 30.0, member: 
     from django.contrib.auth import get_user_model
 
     from garden.models import Agent
-    from garden.services.agents import agent_builtins_ensure, agent_create, model_account_create
+    from garden.services.accounts import model_account_create
+    from garden.services.agents import agent_builtins_ensure, agent_create
     from groups.models import Group, Membership
 
     user = get_user_model().objects.create(username=username)

@@ -127,7 +127,7 @@ if DATABASE_URL:
         _pool_max = env.int("GARDEN_DB_POOL_MAX", default=0)
         if _pool_max:
             # psycopg 3 pool: a step hands its connection back before the model call
-            # (groups.coordinator.release_connection), so threads waiting on a model call hold
+            # (groups.room.release_connection), so threads waiting on a model call hold
             # none. CONN_MAX_AGE must stay 0 with a pool. Health checks make the pool test a
             # connection before lending it (one round trip): after a database restart or a
             # dropped backend, a dead pooled connection would otherwise fail the next step that
@@ -217,6 +217,8 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Installed into django-celery-beat's tables when beat starts; editable in the admin.
 CELERY_BEAT_SCHEDULE = {
     "groups: sweep stranded requests": {"task": "groups.sweep_requests", "schedule": 60.0},
+    # Deleted groups past their minute to undo (a group-list read also asks for it at once).
+    "groups: purge deleted groups": {"task": "groups.purge_deleted_groups", "schedule": 30.0},
 }
 
 if REDIS_URL:

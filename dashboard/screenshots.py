@@ -65,7 +65,8 @@ def _seed() -> dict:
     from django.core.management import call_command
 
     from garden.models import Agent
-    from garden.services.agents import agent_create, model_account_create
+    from garden.services.accounts import model_account_create
+    from garden.services.agents import agent_create
     from groups.demo import household_finances
     from groups.models import Group, Membership
 

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from celery import current_app
+
 
 def asgi_application() -> Any:
     """config.asgi's application, with static files served (the admin's and the dashboard's)."""
@@ -33,8 +35,7 @@ def embedded_worker(*, concurrency: int = 4, loglevel: str = "WARNING") -> Itera
     configured broker; stopped with a warm shutdown when the block ends."""
     from celery.contrib.testing.worker import start_worker
 
-    from config.celery import app
-
+    app = current_app._get_current_object()  # the project's app (config.celery)
     with start_worker(
         app,
         pool="threads",

@@ -11,6 +11,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 from django.urls import URLPattern, path
 
+from dashboard import views
+
 
 class DashboardSite(admin.AdminSite):
     site_header = "garden"
@@ -25,9 +27,18 @@ class DashboardSite(admin.AdminSite):
         user = request.user
         return bool(user.is_active and user.is_authenticated)
 
-    def get_urls(self) -> list[URLPattern]:
-        from dashboard import views
+    def admin_view(self, view, cacheable: bool = False):
+        """Every page of this site knows its site (the views never import it): namespaced
+        admin URLs in the templates resolve here, and the context is the site's."""
 
+        def on_this_site(request: HttpRequest, *args, **kwargs):
+            request.current_app = self.name
+            request.dashboard_site = self
+            return view(request, *args, **kwargs)
+
+        return super().admin_view(on_this_site, cacheable)
+
+    def get_urls(self) -> list[URLPattern]:
         own = [
             path("agents/", self.admin_view(views.agents), name="agents"),
             path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
@@ -38,8 +49,6 @@ class DashboardSite(admin.AdminSite):
         return own + super().get_urls()
 
     def index(self, request: HttpRequest, extra_context: dict | None = None):
-        from dashboard import views
-
         return views.roster(request)
 
 

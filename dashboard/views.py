@@ -13,7 +13,6 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard import selectors
-from dashboard.site import site
 from garden.models import Agent
 from garden.selectors import agent_list
 from groups.models import MEMORY_SENTENCE, SYNTHESIS_CALLS, WORKING_CALLS, Group
@@ -22,9 +21,8 @@ from groups.services.groups import purge_due_groups_soon
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
-    # Namespaced admin URLs in the admin's templates resolve to this site.
-    request.current_app = site.name
-    return {**site.each_context(request), **extra}
+    # The dashboard's site set itself on the request (DashboardSite.admin_view).
+    return {**request.dashboard_site.each_context(request), **extra}
 
 
 def face(agent: Agent) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from garden.models import Agent
-from garden.services.agents import agent_builtins_ensure, agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_builtins_ensure, agent_create
 from groups.models import Group, Membership
 
 CONCIERGE_SCRIPT = {

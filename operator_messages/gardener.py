@@ -8,10 +8,10 @@ from typing import Any
 
 from django.utils import timezone
 
-from garden.driver import ActiveRun, run_goal
 from garden.models import Goal
 from garden.runtime import GARDENER
 from garden.services.runs import goal_conclude, goal_create
+from operator_messages.driver import ActiveRun, run_goal
 
 from .emit import EmitResult, OperatorMessageFailed, emit_recently_concluded, emit_tend_survey
 from .selectors import last_survey_at, survey_collect

@@ -119,7 +119,8 @@ def signed_in_headers(user) -> list[str]:
 def seed_rows(user) -> dict[str, list[int]]:
     """Real ids for the path parameters, so that fuzzing reaches existing rows too."""
     from garden.models import Agent, Conversation
-    from garden.services.agents import agent_create, model_account_create, scripted_account_for
+    from garden.services.accounts import model_account_create, scripted_account_for
+    from garden.services.agents import agent_create
     from groups.services.groups import group_create
 
     account = scripted_account_for(owner=user)

@@ -27,13 +27,14 @@ from garden.api.serializers import (
 )
 from garden.credentials import credentials_for
 from garden.models import Agent
-from garden.services.agents import (
-    agent_create,
+from garden.services.accounts import (
     model_account_create,
     model_account_delete,
     model_account_test,
     model_account_update,
+    scripted_account_for,
 )
+from garden.services.agents import agent_create
 from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create, message_payload
 
@@ -134,8 +135,6 @@ class AgentListCreateApi(APIView):
                     "MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account"
                 )
         else:
-            from garden.services.agents import scripted_account_for
-
             account = scripted_account_for(owner=request.user)
         handles = v["delegation_allowlist"]
         allow = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))

@@ -15,9 +15,12 @@ from django.db import transaction
 from garden import credentials, egress
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import ModelAccount
+from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock, get_provider
 from garden.providers.scripted import options_problem
 from garden.providers.types import CredentialError
 from garden.quotas import quota_hold
+from garden.selectors import account_config
+from garden.slots import call_slot
 
 log = logging.getLogger(__name__)
 
@@ -247,9 +250,6 @@ def model_account_test(*, account: ModelAccount) -> AccountTestResult:
     """Make one tiny call with ``account``, as a step would (its key, the egress policy, one of
     the owner's call slots), bounded by GARDEN_ACCOUNT_TEST_TIMEOUT; say what happened by name.
     Outside any request: it spends no group's budget."""
-    from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock, get_provider
-    from garden.selectors import account_config
-    from garden.slots import call_slot
 
     try:
         config = account_config(account)

@@ -9,25 +9,7 @@ from django.db import transaction
 from garden.errors import QuotaExceeded
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
-from garden.services.accounts import (
-    model_account_create,
-    model_account_delete,
-    model_account_test,
-    model_account_update,
-    scripted_account_for,
-)
-
-# The model-account services live in garden.services.accounts; the API, the demos and the
-# benchmarks import them from here along with the agent services.
-__all__ = [
-    "agent_builtins_ensure",
-    "agent_create",
-    "model_account_create",
-    "model_account_delete",
-    "model_account_test",
-    "model_account_update",
-    "scripted_account_for",
-]
+from garden.services.accounts import scripted_account_for
 
 MAKER_TOOLS = ["platform.update_group", "platform.archive_group"]
 

@@ -7,7 +7,8 @@ from typing import Any
 from django.db import transaction
 
 from garden.models import Agent, Artifact, Message
-from garden.services.agents import agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
 from groups import demo
 from groups.models import Group

@@ -6,7 +6,8 @@ import pytest
 from django.utils import timezone
 
 from garden.models import Agent, Message
-from garden.services.agents import agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_create
 from garden.services.chat import chat_reply, conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from tests.conftest import wait_for

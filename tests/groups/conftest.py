@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from garden.models import Agent
-from garden.services.agents import agent_builtins_ensure, agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_builtins_ensure, agent_create
 from groups.models import Group, Membership
 
 

@@ -78,7 +78,8 @@ def test_help_outside_the_allowlist_is_refused_and_queues_no_one(group_factory):
 
 
 def test_asking_a_non_member_is_a_named_error_and_queues_no_one(group_factory, owner):
-    from garden.services.agents import agent_create, scripted_account_for
+    from garden.services.accounts import scripted_account_for
+    from garden.services.agents import agent_create
 
     agent_create(
         owner=owner,

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from garden.models import Agent
-from garden.services.agents import agent_create, scripted_account_for
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from groups.models import GroupRequest
 from tests.conftest import CsrfClient, wait_for
 from tests.groups.conftest import make_group

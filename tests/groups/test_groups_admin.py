@@ -5,7 +5,8 @@ import pytest
 from django.utils import timezone
 
 from garden.models import Agent, Conversation
-from garden.services.agents import agent_create, scripted_account_for
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from groups.models import CallReservation, Group, GroupRequest
 from groups.services.groups import group_archive, group_create, group_delete
 

@@ -9,7 +9,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from garden.models import Agent, Approval, Artifact, Conversation, MemoryNote, Message
-from garden.services.agents import agent_create, scripted_account_for
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
 from groups.models import Group, GroupRequest, Membership
 from groups.services.groups import group_create

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from garden.models import Agent, Message
-from garden.services.agents import model_account_create
+from garden.services.accounts import model_account_create
 from groups.models import CallReservation, GroupRequest
 from groups.projection import SYNTHESIS_INSTRUCTION
 from groups.services.requests import request_create

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from garden.models import Agent, Artifact, Conversation, MemoryNote, Message
-from garden.services.agents import model_account_create
+from garden.services.accounts import model_account_create
 from groups.models import CallReservation, GroupRequest
 from groups.rollover import ROLLOVER_INSTRUCTION
 from groups.services.groups import group_clear

@@ -8,7 +8,8 @@ import pytest
 from django.utils import timezone
 
 from garden.models import Agent
-from garden.services.agents import agent_create, scripted_account_for
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from garden.tools import ToolContext, check_arguments, get_tool
 from groups import selectors
 from groups.models import Group

@@ -18,7 +18,8 @@ from garden.models import (
     Message,
     ModelAccount,
 )
-from garden.services.agents import agent_create, scripted_account_for
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
 from groups.models import CallReservation, Group, GroupRequest, Membership
 from groups.services.groups import (

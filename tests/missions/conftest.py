@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from garden.runtime import ENV_GOAL_ID, ENV_GOAL_KIND, ENV_GOAL_ORIGIN, ENV_RUN_ACTOR, ENV_RUN_ID
-from garden.services.agents import agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_create
 from missions.services import Schedule, mission_create
 
 GARDEN = "testgarden"

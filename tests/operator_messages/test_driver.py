@@ -9,9 +9,9 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from garden.driver import OPERATOR_CHANNEL, _emit_tend_finished, run_goal
 from garden.runtime import run_context
 from operator_messages import emit_tend_survey
+from operator_messages.driver import OPERATOR_CHANNEL, _emit_tend_finished, run_goal
 from tests.operator_messages.helpers import GARDEN, start
 
 pytestmark = pytest.mark.django_db
@@ -105,8 +105,11 @@ def test_a_failed_tend_run_still_reports_its_note(runtime, caplog):
         assert emit_tend_survey("Written before the failure.").ok
         raise RuntimeError("survey crashed")
 
-    with caplog.at_level(logging.INFO, logger="garden.driver"), pytest.raises(RuntimeError):
+    with (
+        caplog.at_level(logging.INFO, logger="operator_messages.driver"),
+        pytest.raises(RuntimeError),
+    ):
         run_goal(goal, "gardener", work)
-    [line] = [r.getMessage() for r in caplog.records if r.name == "garden.driver"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "operator_messages.driver"]
     event = json.loads(line.removeprefix("tend finished: "))
     assert (event["status"], event["operator_note_written"]) == ("failed", True)

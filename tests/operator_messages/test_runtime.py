@@ -9,7 +9,6 @@ import sys
 import pytest
 from django.conf import settings as django_settings
 
-from garden.driver import ActiveRun, run_goal
 from garden.models import Goal, Run
 from garden.runtime import (
     RunContext,
@@ -19,6 +18,7 @@ from garden.runtime import (
     run_context,
 )
 from garden.services.runs import goal_conclude, goal_create, run_finish, run_start
+from operator_messages.driver import ActiveRun, run_goal
 
 CTX = RunContext(
     goal_id=7,

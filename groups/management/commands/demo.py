@@ -11,7 +11,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from garden.models import Agent, Conversation, Message
-from garden.services.agents import agent_builtins_ensure, agent_create, model_account_create
+from garden.services.accounts import model_account_create
+from garden.services.agents import agent_builtins_ensure, agent_create
 from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.worker import running_worker
