@@ -15,7 +15,7 @@ from django.urls import reverse
 from dashboard import selectors
 from garden.models import Agent
 from garden.selectors import agent_list
-from groups.models import MEMORY_SENTENCE, SYNTHESIS_CALLS, WORKING_CALLS, Group
+from groups.models import MEMORY_SENTENCE, Group
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
 
@@ -109,7 +109,6 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             "members": [face(a) for a in members],
         },
         "owner": {"name": request.user.get_short_name() or request.user.get_username()},
-        "budget": {"working": WORKING_CALLS, "synthesis": SYNTHESIS_CALLS},
         "urls": {
             "api": f"/api/groups/{group.pk}",
             "approvals": "/api/approvals",

@@ -41,8 +41,7 @@
 
   const textOf = (m) => (m.content || []).filter((b) => b.type === "text").map((b) => b.text).join("\n");
   const speakerOf = (m) => m.speaker || { kind: "garden", name: "garden" };
-  const agentOf = (agent) => (agent && typeof agent === "object" ? agent
-    : room.members.get(agent) || { name: "A member" });
+  const agentOf = (agent) => agent || { name: "A member" };
 
   function details(key, className, summary, ...body) {
     const node = make("details", { className }, make("summary", {}, summary), ...body);
@@ -241,8 +240,8 @@
       ? "Waiting for a free model slot (your other requests are using them)"
       : STATE_LABEL[r.state] || r.state;
     budget.replaceChildren(make("strong", { text: label }),
-      meterPart("working", r.working_reserved, data.budget.working),
-      meterPart("synthesis", r.synthesis_reserved, data.budget.synthesis));
+      meterPart("working", r.budget.working_reserved, r.budget.working_limit),
+      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit));
   }
 
   // The indicator follows one request: the running one, else the latest one posted.
@@ -254,14 +253,13 @@
     if (a.fence !== undefined && b.fence !== undefined && a.fence !== b.fence) return a.fence < b.fence;
     return a.state === "queued" && b.state !== "queued";
   }
-  function onRequest(given) {
-    if (!given) return;
-    // Events carry the counters flat; the API nests them under "budget".
-    const request = { ...given, ...(given.budget || {}) };
+  // The API and the events carry one payload (groups/payloads.py): whole, never partial.
+  function onRequest(request) {
+    if (!request) return;
     const current = room.request;
     if (current && current.id === request.id) {
       if (staler(request, current)) return;
-      room.request = { ...current, ...request };
+      room.request = request;
     }
     else if (!current || running(request) || (!running(current) && request.id > current.id)) room.request = request;
     else return;
@@ -280,17 +278,14 @@
   // --- approvals ----------------------------------------------------------------------------
 
   function onApproval(approval) {
-    const known = room.approvals.get(approval.id) || {};
-    room.approvals.set(approval.id, { ...known, ...approval, agent: known.agent || approval.agent, busy: false });
+    room.approvals.set(approval.id, { ...approval, busy: false });
   }
 
   async function loadApprovals() {
     const result = await api("GET", `${urls.approvals}?state=pending`);
     if (!result.ok) return;
     const list = Array.isArray(result.data) ? result.data : (result.data && result.data.approvals) || [];
-    const requests = new Set([...room.messages.values()].map((m) => m.request).filter(Boolean));
-    if (room.request) requests.add(room.request.id);
-    const ours = (approval) => ("group" in approval ? approval.group === room.group.id : requests.has(approval.request));
+    const ours = (approval) => approval.group === room.group.id;
     const pending = new Set();
     for (const approval of list) {
       if (!ours(approval)) continue;
