@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
+from garden.errors import is_row_id
 from garden.models import Conversation
 from garden.runtime import GARDENER, RunContext, current_run_context
 
@@ -69,8 +70,6 @@ GOAL_KINDS_FOR = {TEND_SURVEY: ("tend",), RECENTLY_CONCLUDED: ("durable", "missi
 
 REQUEST_FIELDS = ("kind", "sender", "content", "source_goal_id", "source_run_id", "origin")
 
-MAX_ID = 2**63 - 1  # the database's bigint; larger ids cannot name a row
-
 
 @dataclass(frozen=True)
 class ValidationResult:
@@ -93,7 +92,7 @@ VALID = ValidationResult.valid()
 
 def _is_id(value: object) -> bool:
     # bool is an int subclass; True must not pass for goal 1.
-    return type(value) is int and 1 <= value <= MAX_ID
+    return is_row_id(value)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,22 @@ def test_the_schema_is_valid_and_generated_without_warnings():
     assert not GENERATOR_STATS, "drf-spectacular warned or erred while generating the schema"
 
 
+def test_every_success_response_describes_its_shape():
+    """Output serializers on every route: no 2xx answer is documented as a bare object."""
+    schema = generate_schema()
+    vague = []
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if method not in HTTP_METHODS:
+                continue
+            for code, response in operation["responses"].items():
+                body = response.get("content", {}).get("application/json", {}).get("schema")
+                if code.startswith("2") and body is not None:
+                    if not ({"$ref", "properties", "items"} & set(body)):
+                        vague.append(f"{method.upper()} {path} {code}")
+    assert vague == []
+
+
 def test_the_schema_covers_every_api_route_and_the_group_operations():
     paths = generate_schema()["paths"]
     assert api_routes() <= set(paths), api_routes() - set(paths)

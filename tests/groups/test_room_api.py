@@ -187,3 +187,29 @@ def test_a_shared_or_group_note_cannot_be_imported_as_private(api, group, owner,
             api.post(f"/api/groups/{group.pk}/memory/import", {"note": note.pk}).status_code == 400
         )
     assert not MemoryNote.objects.filter(scope=f"group:{group.pk}").exists()
+
+
+def test_events_carry_the_payload_the_api_returns(
+    api, group, owner, monkeypatch, django_capture_on_commit_callbacks
+):
+    """One payload per entity: the request and approval events are the API's own bodies, so
+    the browser never reconciles two shapes."""
+    sent = []
+    monkeypatch.setattr(
+        "garden.events._push_without_waiting_for_commit",
+        lambda channel, payload: sent.append(payload),
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        posted = api.post(f"/api/groups/{group.pk}/messages", {"text": "hello"}).json()
+    [created] = [e["request"] for e in sent if e["type"] == "request.state"]
+    assert created == posted["request"]
+    assert created == api.get(f"/api/groups/{group.pk}/requests/{created['id']}").json()
+    assert created["budget"]["working_limit"] == 11 and created["budget"]["synthesis_limit"] == 1
+
+    approval = make_pending_approval(group, owner)
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        decided = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "reject"}).json()
+    [event] = [e for e in sent if e["type"] == "approval.decided"]
+    assert event["approval"] == {k: v for k, v in decided.items() if k != "repeated"}
+    assert event["approval"]["agent"]["handle"] == "ledger"

@@ -17,7 +17,7 @@ from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.worker import running_worker
 from groups.demo import LEDGER_SCRIPT, household_finances
-from groups.models import GroupRequest
+from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
 from groups.services.requests import request_create
 
 
@@ -124,6 +124,7 @@ class Command(BaseCommand):
             request.refresh_from_db()
             self.stdout.write(
                 f"-- request {request.pk}: {request.state}; budget used: "
-                f"{request.working_reserved}/11 working, {request.synthesis_reserved}/1 synthesis"
+                f"{request.working_reserved}/{WORKING_CALLS} working, "
+                f"{request.synthesis_reserved}/{SYNTHESIS_CALLS} synthesis"
             )
             print_transcript(self.stdout, request.conversation, request=request)
