@@ -8,6 +8,7 @@ from garden.models import Agent
 from garden.services.accounts import model_account_create
 from garden.services.agents import agent_builtins_ensure, agent_create
 from groups.models import Group, Membership
+from tests.garden.providers.httpserver import ScriptedServer
 
 
 def scripted(owner, name: str, rules: list, default: str = "ok", **extra):
@@ -53,3 +54,12 @@ def group_factory(owner):
         return make_group(owner, **kwargs)
 
     return build
+
+
+@pytest.fixture
+def provider_server(loopback_providers):
+    """A real local HTTP server that agents can use as their model endpoint (see
+    tests/groups/helpers.py); it records every request it receives."""
+    server = ScriptedServer()
+    yield server
+    server.close()

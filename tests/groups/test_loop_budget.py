@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from garden.models import Agent, Message
@@ -12,6 +14,7 @@ from groups.services.requests import request_create
 from groups.step import advance_request
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import ScriptedServer
+from tests.groups.helpers import on_server, openai_reply, tool_names
 
 ASK_LEDGER = {
     "name": "group.ask",
@@ -28,15 +31,21 @@ def finished(request):
 
 
 def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synthesis(
-    celery_worker_thread, group_factory
+    celery_worker_thread, group_factory, owner, provider_server
 ):
-    group = group_factory(
-        concierge_rules=[
-            {"when": "consolidated answer", "reply": "Final: here is everything we found."},
-            {"reply": {"text": "More.", "tool_calls": [ASK_LEDGER]}},
-        ],
-        members={"ledger": [{"reply": "A figure."}]},
-    )
+    group = group_factory(concierge_rules=[], members={"ledger": [{"reply": "A figure."}]})
+    # The coordinator answers from a local HTTP server, so the test reads what each of its
+    # calls was sent. Calls alternate with Ledger's: 6 of the 11 working calls are the
+    # coordinator's, each asking again, then the synthesis call.
+    on_server(owner, group.coordinator, provider_server)
+    for n in range(6):
+        provider_server.reply(
+            200,
+            openai_reply(
+                "More.", tool_calls=[(f"ask-{n}", ASK_LEDGER["name"], ASK_LEDGER["arguments"])]
+            ),
+        )
+    provider_server.reply(200, openai_reply("Final: here is everything we found."))
     request = request_create(group=group, text="Keep digging.")
     wait_for(finished(request), timeout=60)
     assert request.state == "completed", request.outcome
@@ -52,8 +61,16 @@ def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synth
     assert any("working budget is spent" in c[0]["text"] for c in notices)
     final = Message.objects.filter(request=request, kind="turn").order_by("-seq").first()
     assert final.speaker_agent.handle == "concierge" and final.text.startswith("Final:")
-    # The synthesis call saw no tools and the instruction to conclude.
-    assert SYNTHESIS_INSTRUCTION
+    # What the provider received: six working calls offered group.ask, without the synthesis
+    # instruction; the seventh, the synthesis, was offered no tools and ended on it.
+    *working, synthesis = [r.body for r in provider_server.requests]
+    assert len(working) == 6
+    for body in working:
+        assert "group__ask" in tool_names(body)
+        assert SYNTHESIS_INSTRUCTION not in json.dumps(body)
+    assert "tools" not in synthesis
+    last = synthesis["messages"][-1]
+    assert last["role"] == "user" and last["content"].endswith(SYNTHESIS_INSTRUCTION)
 
 
 def test_synthesis_is_skipped_when_the_coordinator_concluded_after_the_last_member(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from garden.models import Approval, Message
-from groups.models import GroupRequest
+from garden.models import Agent, Approval, Artifact, Message
+from groups.models import CallReservation, GroupRequest
 from groups.services.requests import request_create
+from groups.tasks import advance_request, start_next_request
 
 pytestmark = pytest.mark.django_db
 
@@ -99,12 +100,85 @@ def test_stop_with_nothing_active(api, group):
     assert response.status_code == 200 and response.json() == {"stopped": None}
 
 
-def test_stop_ends_the_active_request(api, group):
-    request = request_create(group=group, text="hello")
-    GroupRequest.objects.filter(pk=request.pk).update(state="running")
-    response = api.post(f"/api/groups/{group.pk}/stop").json()
-    assert response["stopped"]["state"] == "stopped"
-    assert Message.objects.filter(request=request, kind="notice").exists()
+WRITE = {"name": "file.write", "arguments": {"title": "Plan", "content": "Save 800."}}
+
+
+@pytest.fixture
+def writing_group(group_factory, owner):
+    """Concierge asks Ledger, whose file.write waits for the owner's approval."""
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Written."},
+            {
+                "reply": {
+                    "tool_calls": [
+                        {
+                            "name": "group.ask",
+                            "arguments": {"member": "ledger", "request": "Write the plan."},
+                        }
+                    ]
+                }
+            },
+        ],
+        members={"ledger": [{"reply": {"tool_calls": [WRITE]}}]},
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
+    return group
+
+
+def step_until(request, state: str, limit: int = 10) -> None:
+    """Deliver the request's steps in this thread, as the worker would, until ``state``."""
+    for _ in range(limit):
+        request.refresh_from_db()
+        if request.state == state:
+            return
+        advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
+    raise AssertionError(f"request never reached {state}: {request.state}")
+
+
+@pytest.mark.parametrize("reached", ["running", "awaiting_approval"])
+def test_stop_ends_the_active_request(api, writing_group, reached):
+    group = writing_group
+    posted = api.post(f"/api/groups/{group.pk}/messages", {"text": "Write down the plan."})
+    assert posted.status_code == 202, posted.content
+    request = GroupRequest.objects.get(pk=posted.json()["request"]["id"])
+    start_next_request(group.pk)  # what the post enqueues after commit
+    step_until(request, reached)
+    late_fence = request.fence
+    before = (Message.objects.exclude(kind="notice").count(), CallReservation.objects.count())
+
+    response = api.post(f"/api/groups/{group.pk}/stop")
+
+    assert response.status_code == 200
+    stopped = response.json()["stopped"]
+    assert (stopped["id"], stopped["state"], stopped["outcome_code"]) == (
+        request.pk,
+        "stopped",
+        "STOPPED",
+    )
+    request.refresh_from_db()
+    assert (request.state, request.outcome_code) == ("stopped", "STOPPED")
+    assert request.finished_at is not None and request.fence > late_fence
+    notices = Message.objects.filter(request=request, kind="notice")
+    assert [m.text for m in notices] == ["Stopped: Stopped by the owner."]
+    # The step that was on its way when Stop came changes nothing, and the owner cannot
+    # approve the stopped action any more.
+    assert advance_request(request_id=request.pk, fence=late_fence, group_id=group.pk) == "stale"
+    assert (
+        Message.objects.exclude(kind="notice").count(),
+        CallReservation.objects.count(),
+    ) == before
+    for approval in Approval.objects.filter(request=request):
+        assert approval.status == "rejected"
+        late = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"})
+        assert late.status_code == 409 and late.json()["code"] == "APPROVAL_ALREADY_DECIDED"
+    assert Approval.objects.filter(request=request).count() == (
+        1 if reached == "awaiting_approval" else 0
+    )
+    assert Artifact.objects.count() == 0
+    assert api.post(f"/api/groups/{group.pk}/stop").json() == {"stopped": None}
 
 
 def make_pending_approval(group, owner):
