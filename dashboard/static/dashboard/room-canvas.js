@@ -1,0 +1,68 @@
+// The room's Canvas: the group's artifacts, refreshed from the server's template, one open at a
+// time; and the transcript's buttons that act on it or on an approval.
+"use strict";
+
+(function () {
+  const shared = window.garden.room;
+  const { urls, $ } = shared;
+
+  const transcript = $("transcript");
+
+  // --- the Canvas ----------------------------------------------------------------------------
+
+  const canvasList = $("canvas-list");
+  const canvasView = $("canvas-view");
+  let shownArtifact = null;
+
+  async function refreshCanvas() {
+    let response;
+    try { response = await fetch(urls.canvas, { credentials: "same-origin" }); } catch (err) { return; }
+    if (!response.ok) return;
+    canvasList.innerHTML = await response.text(); // rendered and escaped by the server's template
+    if (shownArtifact !== null && !openArtifact(shownArtifact, { focus: false })) closeArtifact();
+  }
+
+  function openArtifact(id, { focus = true } = {}) {
+    const content = canvasList.querySelector(`template[data-artifact-content="${id}"]`);
+    const button = canvasList.querySelector(`[data-artifact="${id}"]`);
+    if (!content || !button) return false;
+    const mime = content.dataset.mime || "text/plain";
+    const text = /^text\/|json|xml|markdown|csv/.test(mime) ? content.content.textContent
+      : `This artifact is ${mime}; it is kept in your library.`;
+    $("canvas-view-title").textContent = button.querySelector(".artifact-title").textContent;
+    $("canvas-view-meta").textContent = button.dataset.meta;
+    $("canvas-view-content").textContent = text;
+    canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
+    button.setAttribute("aria-current", "true");
+    canvasView.hidden = false;
+    shownArtifact = id;
+    if (focus) $("canvas-view-content").focus();
+    return true;
+  }
+
+  function closeArtifact() {
+    canvasView.hidden = true;
+    const button = canvasList.querySelector(`[data-artifact="${shownArtifact}"]`);
+    shownArtifact = null;
+    canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
+    if (button) button.focus();
+  }
+
+  canvasList.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-artifact]");
+    if (button) openArtifact(Number(button.dataset.artifact));
+  });
+  $("canvas-close").addEventListener("click", closeArtifact);
+
+  transcript.addEventListener("click", async (event) => {
+    const decision = event.target.closest("[data-decide]");
+    if (decision) { shared.decide(Number(decision.dataset.approval), decision.dataset.decide); return; }
+    const ref = event.target.closest("[data-artifact]");
+    if (ref) {
+      const id = Number(ref.dataset.artifact);
+      if (!openArtifact(id)) { await refreshCanvas(); openArtifact(id); }
+    }
+  });
+
+  Object.assign(shared, { refreshCanvas });
+})();

@@ -1,0 +1,110 @@
+// The room's composer: sending a message, Enter to send, and @ completion of the members'
+// handles (a combobox over the textarea).
+"use strict";
+
+(function () {
+  const { api, errorsOf, showErrors, make, face } = window.garden;
+  const shared = window.garden.room;
+  const { urls, $, state: room } = shared;
+
+  const composer = $("composer");
+  const textarea = $("composer-text");
+  const mentionList = $("mention-list");
+
+  // --- the composer and @ completion -------------------------------------------------------
+
+  let mention = null; // {start, end, options, active}
+
+  function mentionQuery() {
+    const caret = textarea.selectionStart;
+    if (caret !== textarea.selectionEnd) return null;
+    const match = /(^|\s)@([a-z0-9_-]*)$/i.exec(textarea.value.slice(0, caret));
+    return match ? { start: caret - match[2].length - 1, end: caret, prefix: match[2].toLowerCase() } : null;
+  }
+
+  function closeMentions() {
+    mention = null;
+    mentionList.hidden = true;
+    textarea.setAttribute("aria-expanded", "false");
+    textarea.removeAttribute("aria-activedescendant");
+  }
+
+  function renderMentions() {
+    const option = (m, i) => make("li", {
+      id: `mention-${m.id}`, role: "option", "data-handle": m.handle,
+      "aria-selected": i === mention.active ? "true" : "false",
+    }, face(m, { small: true }), make("span", { text: `@${m.handle}` }), make("span", { className: "handle", text: m.name }));
+    mentionList.replaceChildren(...mention.options.map(option));
+    mentionList.hidden = false;
+    textarea.setAttribute("aria-expanded", "true");
+    textarea.setAttribute("aria-activedescendant", `mention-${mention.options[mention.active].id}`);
+  }
+
+  function updateMentions() {
+    const query = mentionQuery();
+    const members = [...room.members.values()].filter((m) => !m.removed);
+    const options = query ? members.filter((m) => m.handle.startsWith(query.prefix)) : [];
+    if (!options.length) { closeMentions(); return; }
+    const same = mention && mention.prefix === query.prefix;
+    mention = { ...query, options, active: same ? Math.min(mention.active, options.length - 1) : 0 };
+    renderMentions();
+  }
+
+  function insertMention(handle) {
+    const { start, end } = mention;
+    const rest = textarea.value.slice(end).replace(/^ /, "");
+    textarea.value = `${textarea.value.slice(0, start)}@${handle} ${rest}`;
+    const caret = start + handle.length + 2;
+    textarea.setSelectionRange(caret, caret);
+    closeMentions();
+    textarea.focus();
+  }
+
+  textarea.addEventListener("keydown", (event) => {
+    if (mention) {
+      const count = mention.options.length;
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        event.preventDefault();
+        mention.active = (mention.active + (event.key === "ArrowDown" ? 1 : count - 1)) % count;
+        renderMentions();
+        return;
+      }
+      if (event.key === "Enter" || event.key === "Tab") {
+        event.preventDefault();
+        insertMention(mention.options[mention.active].handle);
+        return;
+      }
+      if (event.key === "Escape") { event.preventDefault(); closeMentions(); return; }
+    }
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      composer.requestSubmit();
+    }
+  });
+  textarea.addEventListener("input", updateMentions);
+  textarea.addEventListener("click", updateMentions);
+  textarea.addEventListener("blur", closeMentions);
+  // mousedown would blur the textarea and close the list before the click lands.
+  mentionList.addEventListener("mousedown", (event) => event.preventDefault());
+  mentionList.addEventListener("click", (event) => {
+    const option = event.target.closest("[data-handle]");
+    if (option && mention) insertMention(option.dataset.handle);
+  });
+
+  composer.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = textarea.value.trim();
+    if (!text || room.deleted) return;
+    const send = composer.querySelector("[type=submit]");
+    showErrors(composer, []);
+    send.disabled = true;
+    const result = await api("POST", `${urls.api}/messages`, { text });
+    send.disabled = false;
+    if (!result.ok) { showErrors(composer, errorsOf(result)); return; }
+    textarea.value = "";
+    closeMentions();
+    if (result.data && result.data.message) shared.onMessage(result.data.message);
+    if (result.data && result.data.request) shared.onRequest(result.data.request);
+    shared.schedule();
+  });
+})();

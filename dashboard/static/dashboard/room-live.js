@@ -1,0 +1,223 @@
+// The room's request (budget, Stop), approvals and its sync: live over the group's websocket; the
+// API is the truth, so a dropped connection or a gap in seq means a re-fetch.
+"use strict";
+
+(function () {
+  const { api, errorsOf, showErrors, make } = window.garden;
+  const shared = window.garden.room;
+  const { urls, $, state: room } = shared;
+
+  const ACTIVE = new Set(["queued", "running", "awaiting_approval", "synthesizing"]);
+  const STATE_LABEL = {
+    queued: "Queued", running: "Working", awaiting_approval: "Waiting for your approval",
+    synthesizing: "Writing the conclusion", completed: "Completed", stopped: "Stopped",
+    failed: "Ended early",
+  };
+
+  const budget = $("budget");
+  const stopButton = $("stop");
+  const composer = $("composer");
+  const textarea = $("composer-text");
+
+  // --- the request: budget and Stop ----------------------------------------------------------
+
+  function meterPart(label, used, limit) {
+    return make("span", { className: "budget-part" },
+      make("meter", { min: 0, max: limit, value: used || 0, "aria-label": `${label} calls used` }),
+      ` ${label} ${used || 0}/${limit}`);
+  }
+
+  function renderBudget() {
+    const r = room.request;
+    budget.hidden = !r;
+    stopButton.hidden = !r || !ACTIVE.has(r.state) || room.deleted;
+    if (!r) return;
+    // Waiting for one of the owner's model-call slots is a state, not an error: say so.
+    const label = r.waiting_for === "calls_in_flight" && r.state === "running"
+      ? "Waiting for a free model slot (your other requests are using them)"
+      : STATE_LABEL[r.state] || r.state;
+    budget.replaceChildren(make("strong", { text: label }),
+      meterPart("working", r.budget.working_reserved, r.budget.working_limit),
+      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit));
+  }
+
+  // The indicator follows one request: the running one, else the latest one posted.
+  const running = (r) => Boolean(r) && ACTIVE.has(r.state) && r.state !== "queued";
+  // A re-fetch answered before a live event arrived must not turn the indicator back: every
+  // step and every ending moves the request's fence forward, and a started request never
+  // becomes queued again.
+  function staler(a, b) {
+    if (a.fence !== undefined && b.fence !== undefined && a.fence !== b.fence) return a.fence < b.fence;
+    return a.state === "queued" && b.state !== "queued";
+  }
+  // The API and the events carry one payload (groups/payloads.py): whole, never partial.
+  function onRequest(request) {
+    if (!request) return;
+    const current = room.request;
+    if (current && current.id === request.id) {
+      if (staler(request, current)) return;
+      room.request = request;
+    }
+    else if (!current || running(request) || (!running(current) && request.id > current.id)) room.request = request;
+    else return;
+    if (!ACTIVE.has(request.state)) shared.refreshCanvas();
+  }
+
+  stopButton.addEventListener("click", async () => {
+    stopButton.disabled = true;
+    const result = await api("POST", `${urls.api}/stop`);
+    stopButton.disabled = false;
+    if (!result.ok) showErrors(composer, errorsOf(result));
+    else if (result.data) onRequest(result.data.stopped || result.data.request);
+    sync();
+  });
+
+  // --- approvals ----------------------------------------------------------------------------
+
+  function onApproval(approval) {
+    room.approvals.set(approval.id, { ...approval, busy: false });
+  }
+
+  async function loadApprovals() {
+    const result = await api("GET", `${urls.approvals}?state=pending`);
+    if (!result.ok) return;
+    const list = Array.isArray(result.data) ? result.data : (result.data && result.data.approvals) || [];
+    const ours = (approval) => approval.group === room.group.id;
+    const pending = new Set();
+    for (const approval of list) {
+      if (!ours(approval)) continue;
+      pending.add(approval.id);
+      room.approvals.set(approval.id, { ...(room.approvals.get(approval.id) || {}), ...approval });
+    }
+    // Shown as pending here but no longer pending there: decided elsewhere, or its request ended.
+    for (const [id, approval] of room.approvals) {
+      if (approval.status === "pending" && !pending.has(id)) room.approvals.delete(id);
+    }
+  }
+
+  async function decide(id, decision) {
+    const approval = room.approvals.get(id);
+    if (!approval || approval.busy) return;
+    approval.busy = true;
+    approval.error = "";
+    shared.render();
+    const result = await api("POST", `${urls.approvals}/${id}/decide`, { decision, surface: "dashboard" });
+    approval.busy = false;
+    if (result.ok) {
+      const decided = result.data && (result.data.approval || result.data);
+      approval.status = (decided && decided.status) || (decision === "approve" ? "approved" : "rejected");
+    } else {
+      approval.error = errorsOf(result)[0].message;
+    }
+    shared.render();
+    if (!approval.error) textarea.focus();
+  }
+
+  // --- the truth from the API -----------------------------------------------------------------
+
+  function resetTranscript() {
+    room.messages.clear();
+    room.approvals.clear();
+    room.conversation = null;
+    room.lastSeq = 0;
+  }
+
+  function store(m) {
+    if (room.conversation === null) room.conversation = m.conversation;
+    room.messages.set(m.seq, m);
+    room.lastSeq = Math.max(room.lastSeq, m.seq);
+    if ((m.content || []).some((b) => b.type === "artifact_ref")) shared.refreshCanvas();
+  }
+
+  function onMessage(m) {
+    if (room.conversation !== null && m.conversation !== room.conversation) {
+      if (m.conversation < room.conversation) return; // late news from a closed thread
+      resetTranscript(); // a new thread: cleared, or rolled over
+      sync();
+    } else if (m.seq <= room.lastSeq + 1) {
+      store(m);
+    } else {
+      sync(); // a gap in seq: something never reached us
+    }
+  }
+
+  async function refreshRequest(id) {
+    const result = await api("GET", `${urls.api}/requests/${id}`);
+    if (result.ok && result.data) onRequest(result.data.request || result.data);
+  }
+
+  let syncing = null;
+  let syncAgain = false;
+  function sync() {
+    if (syncing) { syncAgain = true; return syncing; }
+    syncing = (async () => {
+      do {
+        syncAgain = false;
+        const result = await api("GET", `${urls.api}/messages?after=${room.lastSeq}`);
+        if (result.status === 404) { shared.gone(); return; }
+        if (!result.ok || !result.data) return;
+        const page = result.data;
+        const messages = page.messages || [];
+        const lastSeq = page.last_seq || 0;
+        const thread = page.conversation ?? (messages.length ? messages[0].conversation : null);
+        if ((room.conversation !== null && thread !== room.conversation) || lastSeq < room.lastSeq) {
+          // Cleared or rolled over while we were away: show the open thread from its start.
+          resetTranscript();
+          syncAgain = thread !== null;
+          continue;
+        }
+        room.conversation = thread;
+        messages.forEach(store);
+        if (messages.length && lastSeq > room.lastSeq) syncAgain = true; // one page at a time
+        if (page.active_request) onRequest(page.active_request);
+        else if (room.request && ACTIVE.has(room.request.state)) await refreshRequest(room.request.id);
+        await loadApprovals();
+      } while (syncAgain);
+    })().finally(() => { syncing = null; shared.schedule(); });
+    return syncing;
+  }
+
+  // --- live ---------------------------------------------------------------------------------
+
+  function handle(event) {
+    switch (event.type) {
+      case "batch": (event.events || []).forEach(handle); break;
+      case "message.created": onMessage(event.message); break;
+      case "request.state": onRequest(event.request); break;
+      case "approval.created":
+      case "approval.decided": onApproval(event.approval); break;
+      case "conversation.rolled": resetTranscript(); sync(); break;
+      case "group.updated": shared.onGroupChange(event); break;
+      case "group.deleted": if (!room.deleted) shared.gone(); break;
+      default: break;
+    }
+  }
+
+  const live = $("live");
+  function setLive(on, text) {
+    live.textContent = on ? "Live" : text;
+    live.classList.toggle("is-live", on);
+  }
+
+  let socket = null;
+  let retries = 0;
+  function connect() {
+    const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(`${scheme}//${window.location.host}${urls.socket}`);
+    socket.addEventListener("open", () => { retries = 0; setLive(true); sync(); });
+    socket.addEventListener("message", (event) => {
+      try { handle(JSON.parse(event.data)); } catch (err) { console.error("garden: bad event", err); }
+      shared.schedule();
+    });
+    socket.addEventListener("close", (event) => {
+      if (event.code === 4403) { setLive(false, "Not available"); return; }
+      setLive(false, "Reconnecting…");
+      setTimeout(connect, Math.min(5000, 250 * 2 ** retries++));
+    });
+  }
+
+  Object.assign(shared, {
+    renderBudget, onRequest, decide, resetTranscript, onMessage, sync, connect, setLive,
+    socket: () => socket,
+  });
+})();
