@@ -4,10 +4,10 @@ from django.conf import settings
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
+from .services.agents import agent_builtins_ensure
+
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="garden_builtin_agents")
 def _give_new_user_builtin_agents(sender, instance, created, raw=False, **kwargs):
     if created and not raw:
-        from .services.agents import agent_builtins_ensure
-
         agent_builtins_ensure(owner=instance)

@@ -2,6 +2,8 @@
 
 from celery import shared_task
 
+from .gardener import tend as service
+
 
 @shared_task(
     name="operator_messages.tend",
@@ -12,6 +14,4 @@ from celery import shared_task
 )
 def tend() -> None:
     # A redelivered tend only surveys again; there is nothing to deduplicate.
-    from .gardener import tend as service
-
     service()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from .anthropic import AnthropicProvider
+from .openai import OpenAIProvider
+from .scripted import ScriptedProvider
 from .types import AccountConfig, ChatReply, ChatRequest, ProviderConfigError
 
 
@@ -16,15 +19,9 @@ class Provider(Protocol):
 def get_provider(config: AccountConfig) -> Provider:
     """Return the adapter for ``config.provider``; raise ProviderConfigError for an unknown one."""
     if config.provider == "scripted":
-        from .scripted import ScriptedProvider
-
         return ScriptedProvider(config)
     if config.provider == "openai":
-        from .openai import OpenAIProvider
-
         return OpenAIProvider(config)
     if config.provider == "anthropic":
-        from .anthropic import AnthropicProvider
-
         return AnthropicProvider(config)
     raise ProviderConfigError(f"unknown provider {config.provider!r}")
