@@ -162,8 +162,11 @@
         const thread = page.conversation ?? (messages.length ? messages[0].conversation : null);
         if ((room.conversation !== null && thread !== room.conversation) || lastSeq < room.lastSeq) {
           // Cleared or rolled over while we were away: show the open thread from its start.
+          // An answer with no thread may be older than a turn that came live meanwhile (it
+          // opened a new thread): ask once more rather than wipe that turn and stop.
+          const seenLive = room.conversation !== null;
           resetTranscript();
-          syncAgain = thread !== null;
+          syncAgain = thread !== null || seenLive;
           continue;
         }
         room.conversation = thread;
