@@ -9,7 +9,12 @@ Celery hop (a task that enqueues the next), the floor step of ARCHITECTURE.md (h
 lock + the request row locked with a ~500-byte turn appended; the loop's goal is within twice
 that), the PostgreSQL and Redis round trips, and the queries one step makes.
 
-Run: python bench/bench_loop.py [--groups 40] [--workers 1 2]
+Run: python bench/bench_loop.py [--groups 40] [--workers 1 2] [--json PATH]
+
+``--json PATH`` also writes the figures of the first worker count as JSON (the step-cost
+targets are ratios within that one file): the floor step, the bare hop, per model the
+overhead, CPU and statements per step, and the overhead in a thread of 10 and of 2,000
+earlier turns.
 Needs PostgreSQL and Redis (DATABASE_URL / REDIS_URL, else the local defaults); uses its own
 database ``garden_bench`` and Redis db 2 (env BENCH_DATABASE, BENCH_REDIS_URL) so it never
 touches other data. Workers run the threads pool with GARDEN_DB_POOL_MAX=4, as the deployment
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import statistics
 import sys
@@ -78,19 +84,64 @@ def openai_groups(n: int, tag: str, provider_url: str) -> list:
 
 def overhead(group, probe: PgProbe, runs: int = 5) -> list[float]:
     """Gaps between consecutive reservations of one request running alone, in ms."""
-    from groups.models import CallReservation
     from groups.services.requests import request_create
 
     gaps: list[float] = []
     for _ in range(runs):
         request = request_create(group=group, text="Keep digging.")
         wait_finished(probe, [request.pk])
-        stamps = list(
-            CallReservation.objects.filter(request=request)
-            .order_by("id")
-            .values_list("created_at", flat=True)
-        )
-        gaps += [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
+        gaps += reservation_gaps(request.pk)
+    return gaps
+
+
+def reservation_gaps(request_id: int) -> list[float]:
+    """Milliseconds between consecutive working/synthesis reservations of one request."""
+    from groups.models import CallReservation
+
+    stamps = list(
+        CallReservation.objects.filter(request_id=request_id)
+        .exclude(purpose=CallReservation.Purpose.MAINTENANCE)
+        .order_by("id")
+        .values_list("created_at", flat=True)
+    )
+    return [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
+
+
+def seed_thread(group, turns: int) -> None:
+    """Give the group's open thread ``turns`` earlier turns (owner and member alternating,
+    ~80 characters each), as a long-running conversation would have."""
+    from django.db import transaction
+
+    from garden.models import Message
+    from garden.services.conversations import messages_append, text_block
+    from groups.services.requests import group_conversation_open
+
+    member = group.memberships.exclude(agent_id=group.coordinator_id).first().agent
+    with transaction.atomic():
+        conversation = group_conversation_open(group=group)
+        batch = [
+            Message(
+                speaker_kind="agent" if i % 2 else "owner",
+                speaker_agent=member if i % 2 else None,
+                content=[text_block(f"Earlier turn {i}: a figure, a question, a short answer.")],
+            )
+            for i in range(turns)
+        ]
+        messages_append(conversation_id=conversation.pk, messages=batch)
+
+
+def thread_overhead(make, probe: PgProbe, turns: int, runs: int = 3) -> list[float]:
+    """Reservation gaps of requests in threads that already hold ``turns`` turns: a fresh
+    group per run, so no run reads the thread an earlier one rolled over."""
+    from groups.services.requests import request_create
+
+    gaps: list[float] = []
+    for i in range(runs):
+        group = make(1, f"t{turns}-{i}")[0]
+        seed_thread(group, turns)
+        request = request_create(group=group, text="Keep digging.")
+        wait_finished(probe, [request.pk])
+        gaps += reservation_gaps(request.pk)
     return gaps
 
 
@@ -167,7 +218,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--hops", type=int, default=300)
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument("--json", type=Path, help="write the first worker count's figures here")
+    parser.add_argument(
+        "--long-thread", type=int, default=2000, help="earlier turns of the long-thread run"
+    )
     args = parser.parse_args()
+    report: dict = {}
 
     use_services(database=DATABASE, redis_url=REDIS_URL)
     ensure_database(DATABASE)
@@ -192,6 +248,10 @@ def main() -> None:
             ("openai", openai_groups(1, "q", url)[0]),
         ):
             counts = step_queries(group)
+            report[name] = {
+                "queries_per_step_median": statistics.median(counts),
+                "queries_per_step_max": max(counts),
+            }
             print(
                 f"queries per step ({name}): median {statistics.median(counts):.0f}, max {max(counts)} "
                 f"({len(counts)} steps of a 12-call request)"
@@ -235,6 +295,16 @@ def main() -> None:
                     group = make(1, f"solo{workers}{name}")[0]
                     gaps, solo_cpu = with_cpu(started, lambda g=group, p=probe: overhead(g, p))
                     cpu_rows[-1] += (name, solo_cpu / len(gaps))
+                    if workers == args.workers[0]:
+                        short = thread_overhead(make, probe, 10)
+                        long = thread_overhead(make, probe, args.long_thread)
+                        report[name].update(
+                            overhead_p50_ms=statistics.median(gaps),
+                            overhead_p95_ms=pct(gaps, 0.95),
+                            cpu_per_call_ms=solo_cpu / len(gaps),
+                            overhead_p50_ms_short_thread=statistics.median(short),
+                            overhead_p50_ms_long_thread=statistics.median(long),
+                        )
                     rate, cpu = throughput(
                         make(args.groups, f"load{workers}{name}"), probe, started
                     )
@@ -245,6 +315,15 @@ def main() -> None:
                 probe.close()
                 connections.close_all()
             hop50, floor50 = statistics.median(hop), statistics.median(floor)
+            if workers == args.workers[0]:
+                report.update(
+                    workers=workers,
+                    threads=args.threads,
+                    bare_hop_p50_ms=hop50,
+                    floor_step_p50_ms=floor50,
+                    floor_cpu_per_step_ms=cpu_rows[0][2],
+                    long_thread_turns=args.long_thread,
+                )
             for name, gaps, rate, cpu in rows:
                 med = statistics.median(gaps)
                 print(
@@ -264,9 +343,28 @@ def main() -> None:
                 f"| {workers} | {hop_ms:.1f} ms | {floor_ms:.1f} ms | {scripted_ms:.1f} ms | "
                 f"{openai_ms:.1f} ms |"
             )
+        print_thread_lengths(report)
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2) + "\n")
+            print(f"\nfigures written to {args.json}")
     finally:
         provider.terminate()
         provider.wait(5)
+
+
+def print_thread_lengths(report: dict) -> None:
+    if "overhead_p50_ms_long_thread" not in report.get("scripted", {}):
+        return
+    turns = report["long_thread_turns"]
+    print(
+        f"\nloop overhead per call (p50) by the thread's earlier turns, {report['workers']} worker"
+    )
+    print(f"| model | 10 turns | {turns} turns | {turns} / 10 |")
+    print("|---|---|---|---|")
+    for name in ("scripted", "openai"):
+        short = report[name]["overhead_p50_ms_short_thread"]
+        long = report[name]["overhead_p50_ms_long_thread"]
+        print(f"| {name} | {short:.2f} ms | {long:.2f} ms | {long / short:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -220,12 +220,18 @@ def assert_only_own_words_in_assistant(
 
 
 def assert_final_instruction_kept(p: Projection, out: Projection) -> None:
-    """The current instruction survives: whole, clipped to a head, or as a reference line."""
+    """The current instruction (or the result the agent waits on) survives: whole, clipped to
+    a head, or as a reference line."""
     before, after = p.messages[-1].content[-1], out.messages[-1].content[-1]
     if before == after:
         return
     if isinstance(before, ArtifactRef):
         assert after == TextBlock(render_ref(before))
+    elif isinstance(before, ToolResult):
+        # A turn that ends with the result of the agent's own call: the same result, its head.
+        assert isinstance(after, ToolResult) and after.call_id == before.call_id
+        head = CLIP.sub("", after.content)
+        assert head != after.content and before.content.startswith(head)
     else:
         assert isinstance(before, TextBlock) and isinstance(after, TextBlock)
         head = CLIP.sub("", after.text)
