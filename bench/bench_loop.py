@@ -48,6 +48,7 @@ from bench.workers import DEPLOYED_ENV, Worker, cpu_seconds
 
 DATABASE = os.environ.get("BENCH_DATABASE", "garden_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
+LONG_THREAD_CAP = 400_000
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
 
 
@@ -138,6 +139,10 @@ def thread_overhead(make, probe: PgProbe, turns: int, runs: int = 3) -> list[flo
     gaps: list[float] = []
     for i in range(runs):
         group = make(1, f"t{turns}-{i}")[0]
+        # A cap that carries the whole thread (at the default cap it would have rolled over
+        # long before), the same for the short thread, so both runs project every turn.
+        group.room_cap_chars = LONG_THREAD_CAP
+        group.save(update_fields=["room_cap_chars"])
         seed_thread(group, turns)
         request = request_create(group=group, text="Keep digging.")
         wait_finished(probe, [request.pk])

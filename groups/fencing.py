@@ -15,7 +15,7 @@ from garden import events
 from garden.models import Agent, Message
 from garden.services.conversations import messages_append
 from groups import row_locks, scheduling
-from groups.models import GroupRequest
+from groups.models import CallReservation, GroupRequest
 from groups.payloads import request_event
 from groups.room import Room
 from groups.routing import Contribution
@@ -30,18 +30,21 @@ class StaleStep(Exception):
 
 
 @contextmanager
-def fenced(room: Room) -> Iterator[GroupRequest]:
+def fenced(room: Room, *, consume: CallReservation | None = None) -> Iterator[GroupRequest]:
     """A transaction in which this step still owns its request; raises StaleStep (rolling
     back) when the fence moved or the request left the states a step may write in.
 
     Only the request row is locked: a step changes nothing group-wide, and the services that
-    lock both (stop, clear, delete) take the group first, so there is no cycle.
+    lock both (stop, clear, delete) take the group first, so there is no cycle. ``consume``
+    marks the step's reservation consumed in the same transaction (the call ran).
     """
     if room.outbox:  # a nested block would write the outer block's turns early
         raise RuntimeError("turns were buffered outside a fenced block")
     request = room.request
     with transaction.atomic():
-        current = row_locks.lock_request_values(request.pk, "fence", "state", *_COUNTERS)
+        current = row_locks.lock_request_values(
+            request.pk, "fence", "state", *_COUNTERS, consume=consume.pk if consume else None
+        )
         if (
             current is None
             or current[0] != room.fence

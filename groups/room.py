@@ -44,19 +44,31 @@ class Room:
         return next((a for a in self.members.values() if a.handle == handle), None)
 
 
-def load_room(request_id: int, fence: int) -> Room:
-    request = GroupRequest.objects.select_related("group").get(pk=request_id)
+def load_room(
+    request_id: int,
+    fence: int,
+    *,
+    request: GroupRequest | None = None,
+    group: Group | None = None,
+) -> Room:
+    """The step's room at ``fence``: its request and group (read here unless the claim
+    returned them) and the members in their order, with their model accounts."""
+    if request is None or group is None:
+        request = GroupRequest.objects.select_related("group").get(pk=request_id)
+        group = request.group
+    else:
+        request.group = group
     memberships = list(
-        request.group.memberships.select_related("agent__model_account").order_by("position", "id")
+        group.memberships.select_related("agent__model_account").order_by("position", "id")
     )
     members = {m.agent_id: m.agent for m in memberships}
-    if request.group.coordinator_id not in members:
-        members[request.group.coordinator_id] = Agent.objects.select_related("model_account").get(
-            pk=request.group.coordinator_id
+    if group.coordinator_id not in members:
+        members[group.coordinator_id] = Agent.objects.select_related("model_account").get(
+            pk=group.coordinator_id
         )
     return Room(
         request=request,
-        group=request.group,
+        group=group,
         members=members,
         order=[m.agent_id for m in memberships],
         fence=fence,

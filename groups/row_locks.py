@@ -8,9 +8,13 @@ Whoever needs two of these takes them in this order; the owner's quota lock
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
 
 from garden.models import Agent, Approval, Conversation
-from groups.models import Group, GroupRequest
+from groups.models import CallReservation, Group, GroupRequest
 
 
 def lock_group(
@@ -54,8 +58,35 @@ def lock_request(request_id: int) -> GroupRequest | None:
     return GroupRequest.objects.select_for_update(of=("self",)).filter(pk=request_id).first()
 
 
-def lock_request_values(request_id: int, *fields: str) -> tuple | None:
-    """A step's re-check: ``fields`` of the request row, read under FOR UPDATE."""
+def lock_request_values(request_id: int, *fields: str, consume: int | None = None) -> tuple | None:
+    """A step's re-check: ``fields`` of the request row, read under FOR UPDATE. ``consume``
+    names a reservation to mark consumed in the same transaction (on PostgreSQL, in the same
+    statement: one round trip for the lock and the count)."""
+    if consume is not None and connection.vendor == "postgresql":
+        reservations, requests = CallReservation._meta.db_table, GroupRequest._meta.db_table
+        columns = ", ".join(f'"{GroupRequest._meta.get_field(f).column}"' for f in fields)
+        sql = (
+            f'WITH consumed AS (UPDATE "{reservations}" SET "status" = %s, "reason" = %s, '
+            f'"finished_at" = %s WHERE "id" = %s AND "status" = %s) '
+            f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR UPDATE'
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(
+                sql,
+                [
+                    CallReservation.Status.CONSUMED,
+                    "",
+                    timezone.now(),
+                    consume,
+                    CallReservation.Status.RESERVED,
+                    request_id,
+                ],
+            )
+            return cursor.fetchone()
+    if consume is not None:
+        CallReservation.objects.filter(pk=consume, status=CallReservation.Status.RESERVED).update(
+            status=CallReservation.Status.CONSUMED, reason="", finished_at=timezone.now()
+        )
     return (
         GroupRequest.objects.select_for_update(of=("self",))
         .filter(pk=request_id)
@@ -96,3 +127,45 @@ def lock_approval(approval_id: int) -> Approval | None:
 def lock_conversation(conversation_id: int) -> Conversation | None:
     """A thread's row, last. Caller holds its group row."""
     return Conversation.objects.select_for_update(of=("self",)).filter(pk=conversation_id).first()
+
+
+def claim_fence(*, request_id: int, fence: int, group_id: int) -> tuple[GroupRequest, Group] | None:
+    """PostgreSQL: a step's claim and its first read in one statement. Moves the fence of a
+    steppable request of ``group_id`` from ``fence`` to ``fence + 1`` — or, when a step claimed
+    ``fence + 1`` and never completed it (its worker died), to ``fence + 2`` — and returns the
+    request and its group as they are after the claim; None when nothing could be claimed.
+    Autocommit: the row lock lasts the statement."""
+    request_columns = [f.column for f in GroupRequest._meta.concrete_fields]
+    group_columns = [f.column for f in Group._meta.concrete_fields]
+    requests, groups = GroupRequest._meta.db_table, Group._meta.db_table
+    steppable = list(GroupRequest.STEPPABLE_STATES)
+    sql = (
+        f'WITH claimed AS (UPDATE "{requests}" SET "fence" = CASE WHEN "fence" = %s '
+        f'THEN %s ELSE %s END, "updated_at" = %s WHERE "id" = %s AND "group_id" = %s '
+        f'AND "state" = ANY(%s) AND ("fence" = %s OR ("fence" = %s AND "completed_fence" < %s)) '
+        f"RETURNING {', '.join(f'{chr(34)}{c}{chr(34)}' for c in request_columns)}) "
+        f"SELECT {', '.join(f'claimed.{chr(34)}{c}{chr(34)}' for c in request_columns)}, "
+        f"{', '.join(f'g.{chr(34)}{c}{chr(34)}' for c in group_columns)} "
+        f'FROM claimed JOIN "{groups}" g ON g."id" = claimed."group_id"'
+    )
+    params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
+    params += [fence, fence + 1, fence + 1]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return _from_row(GroupRequest, row[: len(request_columns)]), _from_row(
+        Group, row[len(request_columns) :]
+    )
+
+
+def _from_row(model, values) -> Any:
+    """A model instance from its concrete columns, converted as the ORM would."""
+    fields = model._meta.concrete_fields
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)

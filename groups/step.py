@@ -10,6 +10,7 @@ import random
 import time
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from garden import events
@@ -18,7 +19,7 @@ from garden.providers import ChatReply, ChatRequest, ProviderConfigError, Provid
 from garden.services.conversations import text_block
 from garden.slots import call_slot
 from garden.transcript import blocks_to_json
-from groups import budget, scheduling
+from groups import budget, row_locks, scheduling
 from groups.asks import ask, begin_synthesis, member_finished, request_help, skip_member
 from groups.bounding import RoomTooLarge
 from groups.faults import fault_point
@@ -58,16 +59,33 @@ def advance_request(
     with scheduling.sends_held_until_exit():
         try:
             with events.batched_events(), group_lock(group_id):
-                my_fence = _claim(request_id, fence, group_id)
-                if my_fence is None:
+                room = _claim_room(request_id, fence, group_id)
+                if room is None:
                     return "stale"
-                room = load_room(request_id, my_fence)
                 try:
                     return _step(room, attempt=attempt, first_at=first_at or time.time())
                 except StaleStep:
                     return "stale"
         finally:
             fault_point("after_write")
+
+
+def _claim_room(request_id: int, fence: int, group_id: int) -> Room | None:
+    """Claim the step's fence and read its room; None for a stale or duplicate delivery.
+
+    On PostgreSQL the claim returns the request and group rows in the same statement.
+    """
+    if connection.vendor != "postgresql":
+        my_fence = _claim(request_id, fence, group_id)
+        return None if my_fence is None else load_room(request_id, my_fence)
+    claimed = row_locks.claim_fence(request_id=request_id, fence=fence, group_id=group_id)
+    if claimed is None:
+        _continue_if_lost(request_id, fence, group_id)
+        return None
+    request, group = claimed
+    if request.fence == fence + 2:
+        budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
+    return load_room(request_id, request.fence, request=request, group=group)
 
 
 def _claim(request_id: int, fence: int, group_id: int) -> int | None:
@@ -90,10 +108,22 @@ def _claim(request_id: int, fence: int, group_id: int) -> int | None:
     ):
         budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
         return fence + 2
-    row = live.values("fence", "completed_fence").first()
+    _continue_if_lost(request_id, fence, group_id)
+    return None
+
+
+def _continue_if_lost(request_id: int, fence: int, group_id: int) -> None:
+    """A delivery that claimed nothing but finds the last step completed with nothing
+    claimed after it re-enqueues the continuation (a crash may have lost it)."""
+    row = (
+        GroupRequest.objects.filter(
+            pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
+        )
+        .values("fence", "completed_fence")
+        .first()
+    )
     if row and row["fence"] == row["completed_fence"] == fence + 1:
         scheduling.enqueue_step(request_id, fence + 1, group_id=group_id)
-    return None
 
 
 def _step(room: Room, *, attempt: int, first_at: float) -> str:
@@ -209,8 +239,7 @@ def _record(
         content = [b for b in content if b["type"] == "text"] or [text_block("")]
     head = queue[0] if queue and not is_coordinator else None
 
-    with fenced(room):
-        budget.consume_call(reservation=reservation)
+    with fenced(room, consume=reservation):
         if not calls:
             append(
                 room,
