@@ -304,6 +304,9 @@ SPECTACULAR_SETTINGS = {
 # A 1:1 conversation is bounded before every call like a group room: the newest turns that fit.
 GARDEN_CHAT_CAP_CHARS = env.int("GARDEN_CHAT_CAP_CHARS", default=24_000)
 GARDEN_CHAT_MAX_TURNS = env.int("GARDEN_CHAT_MAX_TURNS", default=200)
+# Turns of group threads each worker process keeps parsed (groups/transcripts.py), so a step
+# reads only the turns it has not seen; about 1-2 KiB a turn.
+GARDEN_TRANSCRIPT_CACHE_TURNS = env.int("GARDEN_TRANSCRIPT_CACHE_TURNS", default=50_000)
 GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
 GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 

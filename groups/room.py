@@ -12,10 +12,10 @@ from garden import events
 from garden.models import Agent, Message
 from garden.providers import ChatReply, ChatRequest, ProviderConfigError, get_provider
 from garden.selectors import account_config
-from garden.transcript import blocks_from_json
 from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
 from groups.models import Group, GroupRequest
 from groups.projection import AgentView, GroupView, Projection, Turn, project
+from groups.transcripts import transcript
 
 
 @dataclass
@@ -96,48 +96,11 @@ def release_connection() -> None:
 
 def transcript_turns(room: Room) -> list[Turn]:
     """The room as the projection sees it: this request and everything before it."""
-    rows = (
-        Message.objects.filter(conversation_id=room.request.conversation_id)
-        .exclude(kind=Message.Kind.ACTIVITY)
-        .exclude(request_id__gt=room.request.pk)
-        .order_by("seq")
-        .values_list(
-            "seq",
-            "request_id",
-            "speaker_kind",
-            "speaker_agent_id",
-            "speaker_agent__handle",
-            "content",
-            "kind",
-            "addressed_agent_id",
-            "reply_to_call_id",
-        )
+    return transcript(
+        room.request.conversation_id,
+        up_to_request=room.request.pk,
+        handles={a.pk: a.handle for a in room.members.values()},
     )
-    # An owner message queued behind an active request is placed where its request starts,
-    # so each request's turns follow the message that asked for them.
-    ordered, current = [], 0
-    for row in rows:
-        current = row[1] or current
-        ordered.append(((current, row[0]), row))
-    ordered.sort(key=lambda pair: pair[0])
-    # A rolled-over thread starts with its summary turn (kind "summary"), so the summary
-    # the thread carries reaches the models through the transcript itself.
-    turns = []
-    for position, (_, row) in enumerate(ordered, start=1):
-        _, _, speaker_kind, agent_id, handle, content, kind, addressed, reply_to = row
-        turns.append(
-            Turn(
-                seq=position,
-                speaker_kind=speaker_kind,
-                speaker_agent_id=agent_id,
-                speaker_handle=handle,
-                content=blocks_from_json(content),
-                kind=kind,
-                addressed_agent_id=addressed,
-                reply_to_call_id=reply_to or None,
-            )
-        )
-    return turns
 
 
 def views(room: Room) -> tuple[GroupView, dict[int, AgentView]]:

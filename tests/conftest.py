@@ -58,6 +58,17 @@ def pytest_report_header(config) -> list[str]:
     ]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_transcripts():
+    """Each test's database starts afresh (and may hand out the same ids again): so does the
+    per-process transcript the step reads from."""
+    from groups import transcripts
+
+    transcripts.forget()
+    yield
+    transcripts.forget()
+
+
 @pytest.fixture
 def loopback_providers(settings):
     """Let model accounts reach this test's local HTTP servers on 127.0.0.1, the way an

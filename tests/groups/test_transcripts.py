@@ -1,0 +1,114 @@
+"""The per-process transcript: a step reads only the turns after those it holds, and what it
+returns is always what a whole read of the thread returns."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from garden.models import Message
+from garden.services.conversations import message_append, text_block
+from groups import transcripts
+from groups.services.requests import group_conversation_open, request_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def group(group_factory):
+    return group_factory(concierge_rules=[], members={"ledger": []})
+
+
+def whole(conversation_id: int) -> list[tuple]:
+    return list(
+        Message.objects.filter(conversation_id=conversation_id)
+        .exclude(kind="activity")
+        .order_by("seq")
+        .values_list("pk", "seq", "content")
+    )
+
+
+def held(conversation_id: int) -> list[tuple]:
+    return [
+        (r.pk, r.seq, [b.text for b in r.content])
+        for r in transcripts.thread_rows(conversation_id)
+    ]
+
+
+def say(conversation_id: int, text: str, *, kind: str = "turn") -> Message:
+    return message_append(
+        conversation_id=conversation_id,
+        speaker_kind="owner",
+        kind=kind,
+        content=[text_block(text)],
+    )
+
+
+def test_a_second_read_fetches_only_the_new_turns_and_matches_a_whole_read(group):
+    conversation = group_conversation_open(group=group)
+    for i in range(30):
+        say(conversation.pk, f"turn {i}", kind="activity" if i % 7 == 0 else "turn")
+    first = held(conversation.pk)
+    assert [(pk, seq) for pk, seq, _ in first] == [(pk, seq) for pk, seq, _ in whole(conversation.pk)]
+    say(conversation.pk, "one more")
+    with CaptureQueriesContext(connection) as queries:
+        second = held(conversation.pk)
+    assert second[:-1] == first and second[-1][2] == ["one more"]
+    [read] = queries.captured_queries
+    # The read starts at the last turn held (to check it is the same row), not at the start.
+    assert f'"seq" >= {first[-1][1]}' in read["sql"]
+
+
+def test_a_thread_whose_last_held_turn_is_gone_is_read_afresh(group):
+    conversation = group_conversation_open(group=group)
+    say(conversation.pk, "kept")
+    gone = say(conversation.pk, "gone")
+    held(conversation.pk)
+    gone.delete()
+    say(conversation.pk, "after")
+    assert [texts for _, _, texts in held(conversation.pk)] == [["kept"], ["after"]]
+
+
+def test_the_cache_holds_at_most_its_bound(group, group_factory, settings):
+    settings.GARDEN_TRANSCRIPT_CACHE_TURNS = 10
+    threads = []
+    for n in range(3):
+        other = group_factory(concierge_rules=[], members={f"m{n}": []})
+        conversation = group_conversation_open(group=other)
+        for i in range(6):
+            say(conversation.pk, f"{n}.{i}")
+        threads.append(conversation.pk)
+        assert len(transcripts.thread_rows(conversation.pk)) == 6
+    assert sum(len(rows) for _, rows in transcripts._threads.values()) <= 10
+    big = group_conversation_open(group=group)
+    for i in range(12):
+        say(big.pk, f"big {i}")
+    assert len(transcripts.thread_rows(big.pk)) == 12, "larger than the bound: read whole"
+    assert big.pk not in transcripts._threads
+    for pk in threads:
+        assert [t for _, _, t in held(pk)] == [[c["text"]] for _, _, (c,) in whole(pk)]
+
+
+def test_a_queued_owner_message_is_placed_where_its_request_starts(group):
+    first = request_create(group=group, text="first")
+    second = request_create(group=group, text="second")  # queued behind the first
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    message_append(
+        conversation_id=first.conversation_id,
+        speaker_kind="agent",
+        speaker_agent=ledger,
+        content=[text_block("working on first")],
+        request_id=first.pk,
+    )
+    turns = transcripts.transcript(
+        first.conversation_id, up_to_request=first.pk, handles={ledger.pk: "ledger"}
+    )
+    assert [(t.content[0].text, t.speaker_handle) for t in turns] == [
+        ("first", None),
+        ("working on first", "ledger"),
+    ]
+    turns = transcripts.transcript(second.conversation_id, up_to_request=second.pk, handles={})
+    assert [t.content[0].text for t in turns] == ["first", "working on first", "second"]
+    assert [t.seq for t in turns] == [1, 2, 3]
+    assert turns[1].speaker_handle == "ledger", "a speaker outside the handles given is read"
