@@ -31,8 +31,7 @@ def whole(conversation_id: int) -> list[tuple]:
 
 def held(conversation_id: int) -> list[tuple]:
     return [
-        (r.pk, r.seq, [b.text for b in r.content])
-        for r in transcripts.thread_rows(conversation_id)
+        (r.pk, r.seq, [b.text for b in r.content]) for r in transcripts.thread_rows(conversation_id)
     ]
 
 
@@ -50,7 +49,9 @@ def test_a_second_read_fetches_only_the_new_turns_and_matches_a_whole_read(group
     for i in range(30):
         say(conversation.pk, f"turn {i}", kind="activity" if i % 7 == 0 else "turn")
     first = held(conversation.pk)
-    assert [(pk, seq) for pk, seq, _ in first] == [(pk, seq) for pk, seq, _ in whole(conversation.pk)]
+    assert [(pk, seq) for pk, seq, _ in first] == [
+        (pk, seq) for pk, seq, _ in whole(conversation.pk)
+    ]
     say(conversation.pk, "one more")
     with CaptureQueriesContext(connection) as queries:
         second = held(conversation.pk)
