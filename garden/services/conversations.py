@@ -91,7 +91,8 @@ def messages_append(
     *, conversation_id: int, messages: list[Message], channel: str | None = None
 ) -> list[Message]:
     """Append unsaved ``messages`` in order with consecutive seqs and push them after commit:
-    one UPDATE takes the seqs, one INSERT writes the turns, however many there are.
+    one UPDATE takes the seqs, one INSERT writes the turns, however many there are (on
+    PostgreSQL both in one statement).
 
     The UPDATE takes the conversation row's lock until commit, so concurrent appends
     serialise and seqs never collide or leave gaps.
@@ -101,10 +102,13 @@ def messages_append(
     # No savepoint: callers batch several writes in one transaction, and a failed append
     # fails the caller's whole transaction anyway.
     with transaction.atomic(savepoint=False):
-        last = _next_seq(conversation_id, len(messages))
-        for seq, message in enumerate(messages, start=last - len(messages) + 1):
-            message.conversation_id, message.seq = conversation_id, seq
-        Message.objects.bulk_create(messages)
+        if connection.vendor == "postgresql":
+            _insert_with_seqs(conversation_id, messages)
+        else:
+            last = _next_seq(conversation_id, len(messages))
+            for seq, message in enumerate(messages, start=last - len(messages) + 1):
+                message.conversation_id, message.seq = conversation_id, seq
+            Message.objects.bulk_create(messages)
         channel = channel or events.conversation_channel(conversation_id)
         for message in messages:
             events.send_event_on_commit(
@@ -116,6 +120,44 @@ def messages_append(
                 },
             )
     return messages
+
+
+def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
+    """PostgreSQL: take the seqs and insert the turns in one statement (a data-modifying CTE
+    feeding the INSERT): the seq UPDATE's row lock is held to commit, as with two statements.
+    Sets each message's conversation, seq and id."""
+    fields = [f for f in Message._meta.concrete_fields if f.name not in ("id", "seq")]
+    rows, params = [], []
+    for position, message in enumerate(messages, start=1):
+        message.conversation_id = conversation_id
+        cells = []
+        for field in fields:
+            value = field.get_db_prep_save(field.pre_save(message, add=True), connection)
+            cells.append(f"%s::{field.db_type(connection)}")
+            params.append(value)
+        rows.append(f"({', '.join(cells)}, {position})")
+    count = len(messages)
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    conversations, table = Conversation._meta.db_table, Message._meta.db_table
+    sql = (
+        f'WITH taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %s '
+        f'WHERE "id" = %s RETURNING "last_seq") '
+        f'INSERT INTO "{table}" ({columns}, "seq") '
+        f"SELECT {', '.join(f'v.c{i}' for i in range(len(fields)))}, taken.last_seq - %s + v.n "
+        f"FROM taken, (VALUES {', '.join(rows)}) AS v("
+        f"{', '.join(f'c{i}' for i in range(len(fields)))}, n) "
+        f'RETURNING "id", "seq"'
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [count, conversation_id, count, *params])
+        written = dict((seq, pk) for pk, seq in cursor.fetchall())
+    if not written:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id}")
+    first = min(written)
+    for offset, message in enumerate(messages):
+        message.seq = first + offset
+        message.pk = written[message.seq]
+        message._state.adding, message._state.db = False, connection.alias
 
 
 def _next_seq(conversation_id: int, count: int = 1) -> int:
