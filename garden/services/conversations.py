@@ -133,7 +133,7 @@ def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
         cells = []
         for field in fields:
             value = field.get_db_prep_save(field.pre_save(message, add=True), connection)
-            cells.append(f"%s::{field.db_type(connection)}")
+            cells.append(f"%s::{_cast(field)}")
             params.append(value)
         rows.append(f"({', '.join(cells)}, {position})")
     count = len(messages)
@@ -158,6 +158,13 @@ def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
         message.seq = first + offset
         message.pk = written[message.seq]
         message._state.adding, message._state.db = False, connection.alias
+
+
+def _cast(field) -> str:
+    """The type a VALUES cell is cast to: the column's, except that text stays unbounded, so
+    the INSERT (not a cast, which would cut it silently) refuses a value too long."""
+    db_type = field.db_type(connection)
+    return "text" if db_type.startswith("varchar") else db_type
 
 
 def _next_seq(conversation_id: int, count: int = 1) -> int:

@@ -90,3 +90,24 @@ def test_several_turns_append_in_order_with_one_seq_update_and_one_insert(owner)
     assert [(s, c[0]["text"]) for s, c in stored] == [(1, "first"), (2, "a"), (3, "b"), (4, "c")]
     assert messages_append(conversation_id=conv.pk, messages=[]) == []
     assert message_append(conversation_id=conv.pk, speaker_kind="owner", content=[]).seq == 5
+
+
+@pytest.mark.postgres
+def test_a_turn_field_too_long_is_refused_not_cut(owner):
+    """Whatever path writes a turn, a value longer than its column fails loudly and writes
+    nothing; it is never stored cut short."""
+    from django.db import DataError, transaction
+
+    from garden.services.conversations import messages_append
+
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    conv = conversation_create(owner=owner, agent=agent)
+    too_long = "c" * 150
+    with pytest.raises(DataError), transaction.atomic():
+        messages_append(
+            conversation_id=conv.pk,
+            messages=[
+                Message(speaker_kind="agent", speaker_agent=agent, reply_to_call_id=too_long)
+            ],
+        )
+    assert not Message.objects.filter(conversation=conv).exists()
