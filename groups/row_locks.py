@@ -61,7 +61,8 @@ def lock_request(request_id: int) -> GroupRequest | None:
 def lock_request_values(request_id: int, *fields: str, consume: int | None = None) -> tuple | None:
     """A step's re-check: ``fields`` of the request row, read under FOR UPDATE. ``consume``
     names a reservation to mark consumed in the same transaction (on PostgreSQL, in the same
-    statement: one round trip for the lock and the count)."""
+    statement: one round trip for the lock and the count). The values come back as the
+    database gives them: ask only for integer and text fields."""
     if consume is not None and connection.vendor == "postgresql":
         reservations, requests = CallReservation._meta.db_table, GroupRequest._meta.db_table
         columns = ", ".join(f'"{GroupRequest._meta.get_field(f).column}"' for f in fields)

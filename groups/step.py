@@ -130,15 +130,14 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
     request = room.request
     queue = [Contribution.from_json(c) for c in request.queue]
     if request.state == GroupRequest.State.SYNTHESIZING:
-        speaker, purpose, head = room.coordinator, CallReservation.Purpose.SYNTHESIS, None
+        speaker, purpose = room.coordinator, CallReservation.Purpose.SYNTHESIS
     elif queue:
-        head = queue[0]
-        speaker = room.members.get(head.agent)
+        speaker = room.members.get(queue[0].agent)
         purpose = CallReservation.Purpose.WORKING
         if speaker is None or not speaker.can_run:
             return skip_member(room, queue, "is no longer able to run")
     else:
-        speaker, purpose, head = room.coordinator, CallReservation.Purpose.WORKING, None
+        speaker, purpose = room.coordinator, CallReservation.Purpose.WORKING
 
     synthesis = purpose == CallReservation.Purpose.SYNTHESIS
     projection = room_projection(room, speaker, synthesis=synthesis)

@@ -101,19 +101,8 @@ class MissionAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     ]
-    readonly_fields = [
-        "disabled_reason",
-        "owner",
-        "target_type",
-        "target_agent",
-        "target_group",
-        "schedule_link",
-        "origin_conversation",
-        "conversation",
-        "last_run",
-        "created_at",
-        "updated_at",
-    ]
+    # Staff change what a mission says and whether it runs; the rest is the services' to set.
+    readonly_fields = [f for f in fields if f not in ("name", "prompt", "enabled")]
     inlines = [MissionRunInline]
     actions = ["run_now"]
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -278,12 +279,15 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
 
 def purge_due_groups_soon(*, owner: AbstractBaseUser, now: datetime | None = None) -> bool:
     """Ask a worker to purge the owner's groups whose minute to undo has passed, if any: a
-    read calls this, and a read writes nothing itself. Returns whether it asked."""
+    read calls this, and a read writes nothing itself. Returns whether a purge is due and
+    asked for (by this read, or by another within the last half minute)."""
     cutoff = (now or timezone.now()) - UNDO_WINDOW
     if not selectors.group_has_purge_due(owner=owner, cutoff=cutoff):
         return False
     try:
-        scheduling.purge_deleted_groups_soon(owner.pk)
+        # One nudge per owner per half minute, however often the roster is read meanwhile.
+        if cache.add(f"purge-nudge:{owner.pk}", 1, timeout=30):
+            scheduling.purge_deleted_groups_soon(owner.pk)
     except Exception:  # a nudge only: beat purges anyway, and a read must not fail on it
         log.warning("could not ask for the purge of owner %s's groups", owner.pk, exc_info=True)
         return False

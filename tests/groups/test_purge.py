@@ -199,3 +199,15 @@ def test_purge_on_postgres_cascades_the_same(api, owner, world, clock):
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
     expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
     assert table_counts() == expected
+
+
+def test_reads_in_a_row_ask_for_the_purge_once(owner, world, clock, monkeypatch):
+    from django.core.cache import cache
+
+    sent = []
+    monkeypatch.setattr("groups.services.groups.scheduling.purge_deleted_groups_soon", sent.append)
+    cache.delete(f"purge-nudge:{owner.pk}")
+    group_delete(group=world["doomed"], now=clock["now"])
+    clock["now"] += timedelta(seconds=61)
+    assert all(purge_due_groups_soon(owner=owner) for _ in range(5))
+    assert sent == [owner.pk]
