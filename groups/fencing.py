@@ -5,16 +5,18 @@ outbox and written together before anything that must come after them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Model
+from django.db.models.sql import UpdateQuery
 
 from garden import events
 from garden.models import Agent, Message
 from garden.services.conversations import messages_append
-from groups import row_locks, scheduling
+from groups import row_locks, scheduling, transcripts
 from groups.models import CallReservation, GroupRequest
 from groups.payloads import request_event
 from groups.room import Room
@@ -89,13 +91,20 @@ def append(
     )
 
 
-def flush(room: Room) -> None:
-    """Write the outbox's turns, in order, before anything that must come after them."""
+def flush(room: Room, *, also: tuple[str, Sequence[Any]] | None = None) -> None:
+    """Write the outbox's turns, in order, before anything that must come after them
+    (``also``: the caller's next write, in the same statement where the database can)."""
     if room.outbox:
         pending, room.outbox = room.outbox, []
+        conversation_id = room.request.conversation_id
         messages_append(
-            conversation_id=room.request.conversation_id, messages=pending, channel=room.channel
+            conversation_id=conversation_id, messages=pending, channel=room.channel, also=also
         )
+        # Once committed, this process holds them: the next step need not read them back.
+        transaction.on_commit(lambda: transcripts.remember(conversation_id, pending))
+    elif also is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(also[0], list(also[1]))
 
 
 def finish(room: Room, **kwargs: Any) -> None:
@@ -105,8 +114,8 @@ def finish(room: Room, **kwargs: Any) -> None:
 
 
 def complete_step(room: Room, queue: list[Contribution], **changes: Any) -> None:
-    """Finish this step's writes (caller is inside ``fenced``) and enqueue the next step."""
-    flush(room)
+    """Finish this step's writes (caller is inside ``fenced``): its turns and the request
+    row, in one statement on PostgreSQL; then enqueue the next step."""
     request = room.request
     request.queue = [c.to_json() for c in queue]
     request.completed_fence = room.fence
@@ -114,7 +123,16 @@ def complete_step(room: Room, queue: list[Contribution], **changes: Any) -> None
     for name, value in changes.items():
         setattr(request, name, value)
         fields.append(name)
-    request.save(update_fields=fields)
+    flush(room, also=_update(request, fields))
     events.send_event_on_commit(channel=room.channel, event=request_event(request))
     if request.state in GroupRequest.STEPPABLE_STATES:
         scheduling.enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk)
+
+
+def _update(instance: Model, names: list[str]) -> tuple[str, Sequence[Any]]:
+    """The UPDATE that ``instance.save(update_fields=names)`` would run, as SQL and
+    parameters (the fields' pre-save hooks, such as ``auto_now``, applied)."""
+    fields = [instance._meta.get_field(name) for name in names]
+    query = type(instance)._base_manager.filter(pk=instance.pk).query.chain(UpdateQuery)
+    query.add_update_fields([(f, None, f.pre_save(instance, False)) for f in fields])
+    return query.get_compiler(connection.alias).as_sql()

@@ -80,12 +80,17 @@ class ApprovalOutput(serializers.Serializer):
         return approval.request.group_id if approval.request_id else None
 
 
+# One instance of each, its fields bound once: serialising is read-only, so threads share them.
+_REQUEST_OUTPUT = RequestOutput()
+_APPROVAL_OUTPUT = ApprovalOutput()
+
+
 def request_payload(request: GroupRequest) -> dict[str, Any]:
-    return RequestOutput(request).data
+    return _REQUEST_OUTPUT.to_representation(request)
 
 
 def approval_payload(approval: Approval) -> dict[str, Any]:
-    return ApprovalOutput(approval).data
+    return _APPROVAL_OUTPUT.to_representation(approval)
 
 
 def request_event(request: GroupRequest) -> dict[str, Any]:

@@ -4,6 +4,8 @@ before it). Read-only: the writes a step makes are in ``groups.fencing``."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -27,6 +29,9 @@ class Room:
     members: dict[int, Agent]
     order: list[int]
     fence: int
+    # The thread's last seq as the claim saw it (PostgreSQL), so the transcript knows whether
+    # it holds every turn already.
+    thread_last_seq: int | None = None
     # Turns appended inside the current ``fencing.fenced`` block, written together (one seq UPDATE,
     # one INSERT) before the block commits or anything else is written after them.
     outbox: list[Message] = field(default_factory=list)
@@ -50,14 +55,34 @@ def load_room(
     *,
     request: GroupRequest | None = None,
     group: Group | None = None,
+    roster_stamp: str = "",
 ) -> Room:
     """The step's room at ``fence``: its request and group (read here unless the claim
-    returned them) and the members in their order, with their model accounts."""
+    returned them) and the members in their order, with their model accounts — kept per
+    process under the claim's ``roster_stamp``, so a roster that has not changed is not read
+    again."""
     if request is None or group is None:
         request = GroupRequest.objects.select_related("group").get(pk=request_id)
         group = request.group
     else:
         request.group = group
+    roster = _cached_roster(group.pk, roster_stamp) if roster_stamp else None
+    if roster is None:
+        roster = _read_roster(group)
+        if roster_stamp:
+            _keep_roster(group.pk, roster_stamp, roster)
+    members, order = roster
+    return Room(request=request, group=group, members=dict(members), order=list(order), fence=fence)
+
+
+# Rosters by group: (stamp, (members, order)), least recently used first out. The Agent
+# instances are shared by the steps of one process and only ever read.
+_rosters: OrderedDict[int, tuple[str, tuple[dict[int, Agent], list[int]]]] = OrderedDict()
+_rosters_lock = threading.Lock()
+ROSTERS_KEPT = 1000
+
+
+def _read_roster(group: Group) -> tuple[dict[int, Agent], list[int]]:
     memberships = list(
         group.memberships.select_related("agent__model_account").order_by("position", "id")
     )
@@ -66,13 +91,30 @@ def load_room(
         members[group.coordinator_id] = Agent.objects.select_related("model_account").get(
             pk=group.coordinator_id
         )
-    return Room(
-        request=request,
-        group=group,
-        members=members,
-        order=[m.agent_id for m in memberships],
-        fence=fence,
-    )
+    return members, [m.agent_id for m in memberships]
+
+
+def _cached_roster(group_id: int, stamp: str) -> tuple[dict[int, Agent], list[int]] | None:
+    with _rosters_lock:
+        kept = _rosters.get(group_id)
+        if kept is None or kept[0] != stamp:
+            return None
+        _rosters.move_to_end(group_id)
+        return kept[1]
+
+
+def _keep_roster(group_id: int, stamp: str, roster: tuple[dict[int, Agent], list[int]]) -> None:
+    with _rosters_lock:
+        _rosters[group_id] = (stamp, roster)
+        _rosters.move_to_end(group_id)
+        while len(_rosters) > ROSTERS_KEPT:
+            _rosters.popitem(last=False)
+
+
+def forget_rosters() -> None:
+    """Drop every roster kept (a database rolled back under a test reuses ids)."""
+    with _rosters_lock:
+        _rosters.clear()
 
 
 def dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
@@ -99,6 +141,7 @@ def transcript_turns(room: Room) -> list[Turn]:
     return transcript(
         room.request.conversation_id,
         up_to_request=room.request.pk,
+        last_seq=room.thread_last_seq,
         handles={a.pk: a.handle for a in room.members.values()},
     )
 

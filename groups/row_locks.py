@@ -8,13 +8,14 @@ Whoever needs two of these takes them in this order; the owner's quota lock
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
-from garden.models import Agent, Approval, Conversation
-from groups.models import CallReservation, Group, GroupRequest
+from garden.models import Agent, Approval, Conversation, ModelAccount
+from groups.models import CallReservation, Group, GroupRequest, Membership
 
 
 def lock_group(
@@ -130,7 +131,20 @@ def lock_conversation(conversation_id: int) -> Conversation | None:
     return Conversation.objects.select_for_update(of=("self",)).filter(pk=conversation_id).first()
 
 
-def claim_fence(*, request_id: int, fence: int, group_id: int) -> tuple[GroupRequest, Group] | None:
+@dataclass(frozen=True)
+class Claim:
+    """What a step's claim returns: the request and its group as they are after the claim,
+    a stamp of the group's roster (every member's membership, agent and model-account row
+    version: any change to any of them changes it) and the last seq of the request's
+    thread (every turn up to it is committed)."""
+
+    request: GroupRequest
+    group: Group
+    roster_stamp: str
+    thread_last_seq: int
+
+
+def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
     """PostgreSQL: a step's claim and its first read in one statement. Moves the fence of a
     steppable request of ``group_id`` from ``fence`` to ``fence + 1`` — or, when a step claimed
     ``fence + 1`` and never completed it (its worker died), to ``fence + 2`` — and returns the
@@ -146,7 +160,8 @@ def claim_fence(*, request_id: int, fence: int, group_id: int) -> tuple[GroupReq
         f'AND "state" = ANY(%s) AND ("fence" = %s OR ("fence" = %s AND "completed_fence" < %s)) '
         f"RETURNING {', '.join(f'{chr(34)}{c}{chr(34)}' for c in request_columns)}) "
         f"SELECT {', '.join(f'claimed.{chr(34)}{c}{chr(34)}' for c in request_columns)}, "
-        f"{', '.join(f'g.{chr(34)}{c}{chr(34)}' for c in group_columns)} "
+        f"{', '.join(f'g.{chr(34)}{c}{chr(34)}' for c in group_columns)}, "
+        f"({_ROSTER_STAMP}), ({_THREAD_LAST_SEQ}) "
         f'FROM claimed JOIN "{groups}" g ON g."id" = claimed."group_id"'
     )
     params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
@@ -156,9 +171,31 @@ def claim_fence(*, request_id: int, fence: int, group_id: int) -> tuple[GroupReq
         row = cursor.fetchone()
     if row is None:
         return None
-    return _from_row(GroupRequest, row[: len(request_columns)]), _from_row(
-        Group, row[len(request_columns) :]
+    split = len(request_columns)
+    return Claim(
+        request=_from_row(GroupRequest, row[:split]),
+        group=_from_row(Group, row[split:-2]),
+        roster_stamp=row[-2] or "",
+        thread_last_seq=row[-1] or 0,
     )
+
+
+# The roster's stamp: each row's id and xmin (the transaction that wrote its current version,
+# so any UPDATE changes it, even one that puts back an earlier value) for the group's
+# memberships, their agents and the agents' model accounts, and the coordinator.
+_ROSTER_STAMP = (
+    "SELECT md5(string_agg(concat_ws(':', coalesce(m.id::text, '-'), coalesce(m.xmin::text, "
+    "'-'), a.id, a.xmin, coalesce(ma.id::text, '-'), coalesce(ma.xmin::text, '-')), ',' "
+    "ORDER BY m.position, m.id, a.id)) "
+    f'FROM "{Agent._meta.db_table}" a '
+    f'LEFT JOIN "{Membership._meta.db_table}" m ON m.agent_id = a.id AND m.group_id = g.id '
+    f'LEFT JOIN "{ModelAccount._meta.db_table}" ma ON ma.id = a.model_account_id '
+    f"WHERE a.id = g.coordinator_id OR a.id IN "
+    f'(SELECT agent_id FROM "{Membership._meta.db_table}" WHERE group_id = g.id)'
+)
+_THREAD_LAST_SEQ = (
+    f'SELECT c.last_seq FROM "{Conversation._meta.db_table}" c WHERE c.id = claimed.conversation_id'
+)
 
 
 def _from_row(model, values) -> Any:

@@ -82,10 +82,17 @@ def _claim_room(request_id: int, fence: int, group_id: int) -> Room | None:
     if claimed is None:
         _continue_if_lost(request_id, fence, group_id)
         return None
-    request, group = claimed
-    if request.fence == fence + 2:
+    if claimed.request.fence == fence + 2:
         budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
-    return load_room(request_id, request.fence, request=request, group=group)
+    room = load_room(
+        request_id,
+        claimed.request.fence,
+        request=claimed.request,
+        group=claimed.group,
+        roster_stamp=claimed.roster_stamp,
+    )
+    room.thread_last_seq = claimed.thread_last_seq
+    return room
 
 
 def _claim(request_id: int, fence: int, group_id: int) -> int | None:

@@ -60,13 +60,15 @@ def pytest_report_header(config) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _fresh_transcripts():
-    """Each test's database starts afresh (and may hand out the same ids again): so does the
-    per-process transcript the step reads from."""
-    from groups import transcripts
+    """Each test's database starts afresh (and may hand out the same ids again): so do the
+    per-process transcripts and rosters the step reads from."""
+    from groups import room, transcripts
 
     transcripts.forget()
+    room.forget_rosters()
     yield
     transcripts.forget()
+    room.forget_rosters()
 
 
 @pytest.fixture

@@ -173,8 +173,12 @@ def _matches(rule: dict[str, Any], last_text: str, after_results: bool, turns: i
 def _reply(spec: dict[str, Any] | str, request: ChatRequest) -> ChatReply:
     if isinstance(spec, str):
         spec = {"text": spec}
+    # Call ids are deterministic: the conversation's length and its last messages (not the
+    # whole of it, so a reply costs the same in a long thread as in a short one).
     digest = hashlib.sha1(
-        json.dumps([[m.role, repr(m.content)] for m in request.messages]).encode()
+        json.dumps(
+            [len(request.messages), *([m.role, repr(m.content)] for m in request.messages[-3:])]
+        ).encode()
     ).hexdigest()[:12]
     blocks: list[Any] = []
     if spec.get("text"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -88,14 +89,20 @@ def message_append(
 
 
 def messages_append(
-    *, conversation_id: int, messages: list[Message], channel: str | None = None
+    *,
+    conversation_id: int,
+    messages: list[Message],
+    channel: str | None = None,
+    also: tuple[str, Sequence[Any]] | None = None,
 ) -> list[Message]:
     """Append unsaved ``messages`` in order with consecutive seqs and push them after commit:
     one UPDATE takes the seqs, one INSERT writes the turns, however many there are (on
     PostgreSQL both in one statement).
 
     The UPDATE takes the conversation row's lock until commit, so concurrent appends
-    serialise and seqs never collide or leave gaps.
+    serialise and seqs never collide or leave gaps. ``also`` is one more data-modifying
+    statement (SQL and its parameters) of the caller's, written in the same transaction: on
+    PostgreSQL in the same statement, elsewhere just before.
     """
     if not messages:
         return []
@@ -103,8 +110,11 @@ def messages_append(
     # fails the caller's whole transaction anyway.
     with transaction.atomic(savepoint=False):
         if connection.vendor == "postgresql":
-            _insert_with_seqs(conversation_id, messages)
+            _insert_with_seqs(conversation_id, messages, also=also)
         else:
+            if also is not None:
+                with connection.cursor() as cursor:
+                    cursor.execute(also[0], list(also[1]))
             last = _next_seq(conversation_id, len(messages))
             for seq, message in enumerate(messages, start=last - len(messages) + 1):
                 message.conversation_id, message.seq = conversation_id, seq
@@ -122,7 +132,9 @@ def messages_append(
     return messages
 
 
-def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
+def _insert_with_seqs(
+    conversation_id: int, messages: list[Message], *, also: tuple[str, Sequence[Any]] | None
+) -> None:
     """PostgreSQL: take the seqs and insert the turns in one statement (a data-modifying CTE
     feeding the INSERT): the seq UPDATE's row lock is held to commit, as with two statements.
     Sets each message's conversation, seq and id."""
@@ -139,8 +151,9 @@ def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
     count = len(messages)
     columns = ", ".join(f'"{f.column}"' for f in fields)
     conversations, table = Conversation._meta.db_table, Message._meta.db_table
+    head, head_params = (f"also AS ({also[0]}), ", list(also[1])) if also else ("", [])
     sql = (
-        f'WITH taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %s '
+        f'WITH {head}taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %s '
         f'WHERE "id" = %s RETURNING "last_seq") '
         f'INSERT INTO "{table}" ({columns}, "seq") '
         f"SELECT {', '.join(f'v.c{i}' for i in range(len(fields)))}, taken.last_seq - %s + v.n "
@@ -149,7 +162,7 @@ def _insert_with_seqs(conversation_id: int, messages: list[Message]) -> None:
         f'RETURNING "id", "seq"'
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [count, conversation_id, count, *params])
+        cursor.execute(sql, [*head_params, count, conversation_id, count, *params])
         written = dict((seq, pk) for pk, seq in cursor.fetchall())
     if not written:
         raise Conversation.DoesNotExist(f"conversation {conversation_id}")

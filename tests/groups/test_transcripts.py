@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from garden.models import Message
+from garden.models import Conversation, Message
 from garden.services.conversations import message_append, text_block
 from groups import transcripts
 from groups.services.requests import group_conversation_open, request_create
@@ -29,10 +29,15 @@ def whole(conversation_id: int) -> list[tuple]:
     )
 
 
-def held(conversation_id: int) -> list[tuple]:
+def held(conversation_id: int, **kwargs) -> list[tuple]:
     return [
-        (r.pk, r.seq, [b.text for b in r.content]) for r in transcripts.thread_rows(conversation_id)
+        (r.pk, r.seq, [b.text for b in r.content])
+        for r in transcripts.thread_rows(conversation_id, **kwargs)
     ]
+
+
+def last_seq(conversation_id: int) -> int:
+    return Conversation.objects.get(pk=conversation_id).last_seq
 
 
 def say(conversation_id: int, text: str, *, kind: str = "turn") -> Message:
@@ -81,7 +86,7 @@ def test_the_cache_holds_at_most_its_bound(group, group_factory, settings):
             say(conversation.pk, f"{n}.{i}")
         threads.append(conversation.pk)
         assert len(transcripts.thread_rows(conversation.pk)) == 6
-    assert sum(len(rows) for _, rows in transcripts._threads.values()) <= 10
+    assert sum(len(held.rows) for held in transcripts._threads.values()) <= 10
     big = group_conversation_open(group=group)
     for i in range(12):
         say(big.pk, f"big {i}")
@@ -113,3 +118,89 @@ def test_a_queued_owner_message_is_placed_where_its_request_starts(group):
     assert [t.content[0].text for t in turns] == ["first", "working on first", "second"]
     assert [t.seq for t in turns] == [1, 2, 3]
     assert turns[1].speaker_handle == "ledger", "a speaker outside the handles given is read"
+
+
+def test_a_thread_with_nothing_past_what_is_held_is_not_read_again(group):
+    conversation = group_conversation_open(group=group)
+    say(conversation.pk, "one")
+    say(conversation.pk, "working", kind="activity")
+    first = held(conversation.pk, last_seq=last_seq(conversation.pk))
+    with CaptureQueriesContext(connection) as queries:
+        again = held(conversation.pk, last_seq=last_seq(conversation.pk))
+    assert again == first and [t for _, _, t in first] == [["one"]]
+    assert len(queries.captured_queries) == 1, "only the test's own read of last_seq"
+    say(conversation.pk, "two")
+    assert [t for _, _, t in held(conversation.pk, last_seq=last_seq(conversation.pk))] == [
+        ["one"],
+        ["two"],
+    ]
+
+
+def test_turns_a_step_committed_are_held_at_once_only_when_they_follow_what_is_held(group):
+    conversation = group_conversation_open(group=group)
+    say(conversation.pk, "one")
+    held(conversation.pk, last_seq=last_seq(conversation.pk))
+    mine = say(conversation.pk, "mine")
+    transcripts.remember(conversation.pk, [mine])
+    seen_to = last_seq(conversation.pk)
+    with CaptureQueriesContext(connection) as queries:
+        rows = held(conversation.pk, last_seq=seen_to)
+    assert [t for _, _, t in rows] == [["one"], ["mine"]] and not queries.captured_queries
+    # Someone else's turn came between: the step's own turns do not follow what is held.
+    say(conversation.pk, "theirs")
+    later = say(conversation.pk, "mine again")
+    transcripts.remember(conversation.pk, [later])
+    assert [t for _, _, t in held(conversation.pk, last_seq=last_seq(conversation.pk))] == [
+        ["one"],
+        ["mine"],
+        ["theirs"],
+        ["mine again"],
+    ]
+    assert [(pk, seq) for pk, seq, _ in held(conversation.pk)] == [
+        (pk, seq) for pk, seq, _ in whole(conversation.pk)
+    ]
+
+
+def test_a_transcript_built_from_the_turns_since_the_last_is_the_one_built_whole(group):
+    first = request_create(group=group, text="first")
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    handles = {ledger.pk: "ledger"}
+    conversation_id = first.conversation_id
+
+    def built(request) -> list:
+        return transcripts.transcript(conversation_id, up_to_request=request.pk, handles=handles)
+
+    def afresh(request) -> list:
+        transcripts.forget()
+        return built(request)
+
+    def turn(text: str, request, kind: str = "turn") -> None:
+        message_append(
+            conversation_id=conversation_id,
+            speaker_kind="agent",
+            speaker_agent=ledger,
+            content=[text_block(text)],
+            request_id=request.pk if request else None,
+            kind=kind,
+        )
+
+    built(first)
+    turn("working on first", first)
+    second = request_create(group=group, text="second")  # queued behind the first
+    turn("still on first", first)
+    turn("a line", first, kind="activity")
+    assert built(first) == afresh(first)
+    assert [t.content[0].text for t in built(second)] == [
+        "first",
+        "working on first",
+        "still on first",
+        "second",
+    ]
+    turn("on second", second)
+    turn("a note of no request", None)
+    incremental = built(second)
+    assert incremental == afresh(second)
+    # A late turn of the earlier request sorts before turns already built: built afresh.
+    turn("late, on first", first)
+    assert built(second) == afresh(second)
+    assert [t.seq for t in built(second)] == list(range(1, 8))
