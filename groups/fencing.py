@@ -11,7 +11,6 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Model
-from django.db.models.sql import UpdateQuery
 
 from garden import events
 from garden.models import Agent, Message
@@ -133,6 +132,7 @@ def _update(instance: Model, names: list[str]) -> tuple[str, Sequence[Any]]:
     """The UPDATE that ``instance.save(update_fields=names)`` would run, as SQL and
     parameters (the fields' pre-save hooks, such as ``auto_now``, applied)."""
     fields = [instance._meta.get_field(name) for name in names]
-    query = type(instance)._base_manager.filter(pk=instance.pk).query.chain(UpdateQuery)
-    query.add_update_fields([(f, None, f.pre_save(instance, False)) for f in fields])
-    return query.get_compiler(connection.alias).as_sql()
+    assignments = ", ".join(f'"{f.column}" = %s' for f in fields)
+    values = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
+    sql = f'UPDATE "{instance._meta.db_table}" SET {assignments} WHERE "id" = %s'
+    return sql, [*values, instance.pk]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -138,31 +139,22 @@ def _insert_with_seqs(
     """PostgreSQL: take the seqs and insert the turns in one statement (a data-modifying CTE
     feeding the INSERT): the seq UPDATE's row lock is held to commit, as with two statements.
     Sets each message's conversation, seq and id."""
-    fields = [f for f in Message._meta.concrete_fields if f.name not in ("id", "seq")]
-    rows, params = [], []
-    for position, message in enumerate(messages, start=1):
+    fields, row_sql, tail = _insert_shape()
+    params: list[Any] = []
+    for message in messages:
         message.conversation_id = conversation_id
-        cells = []
-        for field in fields:
-            value = field.get_db_prep_save(field.pre_save(message, add=True), connection)
-            cells.append(f"%s::{_cast(field)}")
-            params.append(value)
-        rows.append(f"({', '.join(cells)}, {position})")
+        params.extend(
+            field.get_db_prep_save(field.pre_save(message, add=True), connection)
+            for field in fields
+        )
     count = len(messages)
-    columns = ", ".join(f'"{f.column}"' for f in fields)
-    conversations, table = Conversation._meta.db_table, Message._meta.db_table
+    values = ", ".join(row_sql % {"n": n} for n in range(1, count + 1))
     head, head_params = (f"also AS ({also[0]}), ", list(also[1])) if also else ("", [])
-    sql = (
-        f'WITH {head}taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %s '
-        f'WHERE "id" = %s RETURNING "last_seq") '
-        f'INSERT INTO "{table}" ({columns}, "seq") '
-        f"SELECT {', '.join(f'v.c{i}' for i in range(len(fields)))}, taken.last_seq - %s + v.n "
-        f"FROM taken, (VALUES {', '.join(rows)}) AS v("
-        f"{', '.join(f'c{i}' for i in range(len(fields)))}, n) "
-        f'RETURNING "id", "seq"'
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*head_params, count, conversation_id, count, *params])
+        cursor.execute(
+            f"WITH {head}{tail % {'values': values}}",
+            [*head_params, count, conversation_id, count, *params],
+        )
         written = dict((seq, pk) for pk, seq in cursor.fetchall())
     if not written:
         raise Conversation.DoesNotExist(f"conversation {conversation_id}")
@@ -173,11 +165,30 @@ def _insert_with_seqs(
         message._state.adding, message._state.db = False, connection.alias
 
 
-def _cast(field) -> str:
-    """The type a VALUES cell is cast to: the column's, except that text stays unbounded, so
-    the INSERT (not a cast, which would cut it silently) refuses a value too long."""
-    db_type = field.db_type(connection)
-    return "text" if db_type.startswith("varchar") else db_type
+@functools.cache
+def _insert_shape() -> tuple[list, str, str]:
+    """The turn insert's fields, one VALUES row (``%(n)s`` its position) and the statement
+    after ``WITH`` (``%(values)s`` the rows), built once per process. Each cell is cast to its
+    column's type, except that text stays unbounded, so the INSERT (not a cast, which would
+    cut it silently) refuses a value too long."""
+    fields = [f for f in Message._meta.concrete_fields if f.name not in ("id", "seq")]
+    casts = []
+    for field in fields:
+        db_type = field.db_type(connection)
+        casts.append("%%s::" + ("text" if db_type.startswith("varchar") else db_type))
+    row_sql = f"({', '.join(casts)}, %(n)s)"
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    conversations, table = Conversation._meta.db_table, Message._meta.db_table
+    tail = (
+        f'taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %%s '
+        f'WHERE "id" = %%s RETURNING "last_seq") '
+        f'INSERT INTO "{table}" ({columns}, "seq") '
+        f"SELECT {', '.join(f'v.c{i}' for i in range(len(fields)))}, taken.last_seq - %%s + v.n "
+        f"FROM taken, (VALUES %(values)s) AS v("
+        f"{', '.join(f'c{i}' for i in range(len(fields)))}, n) "
+        f'RETURNING "id", "seq"'
+    )
+    return fields, row_sql, tail
 
 
 def _next_seq(conversation_id: int, count: int = 1) -> int:
