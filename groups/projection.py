@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -72,6 +72,9 @@ class Turn:
     kind: str = "turn"
     addressed_agent_id: int | None = None
     reply_to_call_id: str | None = None
+    # How the turn reads as room context, by the room's handles (see ``_rendered``): a turn
+    # kept from step to step is rendered once, however often the room is projected.
+    rendered: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,24 @@ def _room_blocks(turn: Turn, handles: dict[int, str], tool_names: _ToolNames) ->
     return out
 
 
+def _rendered(
+    turn: Turn, handles: dict[int, str], key: tuple, tool_names: _ToolNames
+) -> list[Block]:
+    """``_room_blocks`` of ``turn``, kept on the turn for the same handles when it holds no
+    tool result (the one block whose rendering depends on the turns before it); the names
+    of its tool calls are noted either way."""
+    kept = turn.rendered.get(key)
+    if kept is not None:
+        for block in turn.content:
+            if isinstance(block, ToolCall):
+                tool_names[(turn.speaker_agent_id, block.id)] = block.name
+        return kept
+    blocks = _room_blocks(turn, handles, tool_names)
+    if not any(isinstance(b, ToolResult) for b in turn.content):
+        turn.rendered[key] = blocks
+    return blocks
+
+
 def project(
     transcript: Sequence[Turn],
     *,
@@ -241,6 +262,7 @@ def project(
     """Build the projection of ``transcript`` for ``agent`` (one pre-pass, one main pass)."""
     turns = sorted(transcript, key=attrgetter("seq"))
     handles = {m.id: m.handle for m in group.members}
+    handles_key = tuple(handles.items())
     me = agent.id
 
     # Pre-pass: which of this agent's calls have results, and whether an unanswered
@@ -252,12 +274,12 @@ def project(
     asker = ""
     for i, turn in enumerate(turns):
         own = turn.speaker_kind == "agent" and turn.speaker_agent_id == me
-        own_history = own and turn.kind not in ROOM_KINDS and turn.kind != "activity"
-        for block in turn.content:
-            if own_history and isinstance(block, ToolCall):
-                own_calls.add(block.id)
-            elif own_history and isinstance(block, ToolResult):
-                own_results.add(block.call_id)
+        if own and turn.kind not in ROOM_KINDS and turn.kind != "activity":
+            for block in turn.content:
+                if isinstance(block, ToolCall):
+                    own_calls.add(block.id)
+                elif isinstance(block, ToolResult):
+                    own_results.add(block.call_id)
         if own and turn.kind != "activity":
             last_own = i
         if turn.kind == "coordination" and turn.addressed_agent_id == me:
@@ -328,7 +350,7 @@ def project(
         if turn.reply_to_call_id is not None and turn.reply_to_call_id in answered:
             # The agent's own tool result already carries this contribution.
             continue
-        blocks = _room_blocks(turn, handles, tool_names)
+        blocks = _rendered(turn, handles, handles_key, tool_names)
         if pending:
             held.extend(blocks)
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
@@ -323,3 +323,18 @@ def test_synthesis_bounding_fits_and_is_idempotent(room: Room, permille: int) ->
     assert_pairing(out)
     assert_only_own_words_in_assistant(Room(room.transcript, CONCIERGE, True), out, synthesis=True)
     assert bound_for_synthesis(out, cap) == out
+
+
+@given(rooms())
+@FAST
+def test_turns_projected_before_project_as_fresh_turns_do_for_every_agent(room: Room) -> None:
+    """A turn kept from step to step carries how it read as room context; every agent's
+    projection of it, and of the turns after it, is what fresh turns give."""
+    kept = room.transcript
+    for agent in AGENTS:
+        project(kept, agent=agent, group=GROUP, synthesis=room.synthesis)
+    for agent in AGENTS:
+        fresh = tuple(replace(t, rendered={}) for t in kept)
+        assert project(kept, agent=agent, group=GROUP, synthesis=room.synthesis) == project(
+            fresh, agent=agent, group=GROUP, synthesis=room.synthesis
+        )
