@@ -131,22 +131,24 @@ def seed_thread(group, turns: int) -> None:
         messages_append(conversation_id=conversation.pk, messages=batch)
 
 
-def thread_overhead(make, probe: PgProbe, turns: int, runs: int = 3) -> list[float]:
-    """Reservation gaps of requests in threads that already hold ``turns`` turns: a fresh
-    group per run, so no run reads the thread an earlier one rolled over."""
+def thread_overheads(make, probe: PgProbe, lengths: tuple[int, ...], runs: int = 4) -> list[list]:
+    """Reservation gaps of requests in threads that already hold each of ``lengths`` turns,
+    the lengths taken in turn run after run (so a drift of the machine's speed reaches them
+    alike); a fresh group per run, so no run reads a thread an earlier one rolled over."""
     from groups.services.requests import request_create
 
-    gaps: list[float] = []
+    gaps: list[list[float]] = [[] for _ in lengths]
     for i in range(runs):
-        group = make(1, f"t{turns}-{i}")[0]
-        # A cap that carries the whole thread (at the default cap it would have rolled over
-        # long before), the same for the short thread, so both runs project every turn.
-        group.room_cap_chars = LONG_THREAD_CAP
-        group.save(update_fields=["room_cap_chars"])
-        seed_thread(group, turns)
-        request = request_create(group=group, text="Keep digging.")
-        wait_finished(probe, [request.pk])
-        gaps += reservation_gaps(request.pk)
+        for turns, into in zip(lengths, gaps, strict=True):
+            group = make(1, f"t{turns}-{i}")[0]
+            # A cap that carries the whole thread (at the default cap it would have rolled
+            # over long before), the same for the short thread, so both project every turn.
+            group.room_cap_chars = LONG_THREAD_CAP
+            group.save(update_fields=["room_cap_chars"])
+            seed_thread(group, turns)
+            request = request_create(group=group, text="Keep digging.")
+            wait_finished(probe, [request.pk])
+            into += reservation_gaps(request.pk)
     return gaps
 
 
@@ -301,8 +303,7 @@ def main() -> None:
                     gaps, solo_cpu = with_cpu(started, lambda g=group, p=probe: overhead(g, p))
                     cpu_rows[-1] += (name, solo_cpu / len(gaps))
                     if workers == args.workers[0]:
-                        short = thread_overhead(make, probe, 10)
-                        long = thread_overhead(make, probe, args.long_thread)
+                        short, long = thread_overheads(make, probe, (10, args.long_thread))
                         report[name].update(
                             overhead_p50_ms=statistics.median(gaps),
                             overhead_p95_ms=pct(gaps, 0.95),
