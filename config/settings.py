@@ -178,9 +178,11 @@ if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 else:
-    # Server-less transport: a real worker process reads tasks from files under var/.
+    # Server-less transport: a real worker process reads tasks from files under var/
+    # (garden/broker.py: kombu's filesystem transport with atomic writes and claims).
     _broker_dir = VAR_DIR / "broker"
     CELERY_BROKER_URL = "filesystem://localhost//"
+    CELERY_BROKER_TRANSPORT = "garden.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
