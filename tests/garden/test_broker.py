@@ -113,8 +113,8 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(root, nam
     with connection(root) as conn:
         queue = conn.SimpleQueue(name)
         queue.put({"id": "good"})
-        (root / "queue" / f"0_broken.{name}.msg").write_bytes(b"")
+        (root / "queue" / f"{0:015d}_broken.{name}.msg").write_bytes(b"")
         message = queue.get(timeout=2)
         assert message.payload == {"id": "good"}
         message.ack()
-    assert [p.name for p in (root / "bad").iterdir()] == [f"0_broken.{name}.msg"]
+    assert [p.name for p in (root / "bad").iterdir()] == [f"{0:015d}_broken.{name}.msg"]
