@@ -51,12 +51,13 @@ lint: $(STAMP)
 	  $(PY) manage.py makemigrations --check --dry-run; s=$$?; rm -rf "$$d"; exit $$s
 	@$(VENV)/bin/lint-imports
 
-# The dashboard at http://127.0.0.1:8000/; without REDIS_URL its worker runs in the same process.
+# The dashboard at http://127.0.0.1:8000/; without REDIS_URL its worker and beat run in the same
+# process.
 run: $(STAMP)
 	@$(PY) manage.py migrate --verbosity 0 && $(PY) manage.py rundashboard 127.0.0.1:8000
 
 worker: $(STAMP)
-	@$(PY) -m celery -A config worker --loglevel=info
+	@$(PY) -m celery -A config worker --pool=threads --concurrency=8 --loglevel=info
 
 # PNGs of the dashboard in screenshots/, from a fresh seeded database (needs /usr/bin/chromium).
 screenshots: $(STAMP)

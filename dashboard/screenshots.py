@@ -184,14 +184,14 @@ def main() -> int:
         _setup_django(var_dir)
         from playwright.sync_api import sync_playwright
 
-        from dashboard.serving import ThreadedDaphne, embedded_worker
+        from dashboard.serving import EmbeddedWorker, ThreadedDaphne
 
         seeded = _seed()
         OUT.mkdir(exist_ok=True)
         server = ThreadedDaphne().start()
         # The ORM is used on this thread while Playwright's sync API holds an event loop here.
         os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-        with embedded_worker(concurrency=2), sync_playwright() as playwright:
+        with EmbeddedWorker(concurrency=2, beat=False), sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             shots = _shoot(browser, server.url, seeded)
             browser.close()

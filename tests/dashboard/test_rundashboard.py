@@ -121,7 +121,70 @@ def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
         assert any("Here is where you stand" in t for t in texts), texts
     finally:
         output = stop(proc)
-    assert "embedded worker: 4 threads in this process" in output
+    assert "embedded worker: 4 threads and beat in this process" in output
+
+
+SLOW = """
+from garden.models import ModelAccount
+for account in ModelAccount.objects.filter(owner__username="demo"):
+    account.options = {**account.options, "delay": 0.7}
+    account.save(update_fields=["options"])
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_request_of_a_server_killed_mid_step_is_answered_after_the_restart(embedded_env):
+    def manage_shell(code: str) -> str:
+        return subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", code],
+            cwd=ROOT,
+            env=embedded_env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+
+    group_id = int(manage_shell(SEED).strip().splitlines()[-1])
+    manage_shell(SLOW)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = serve(embedded_env, port)
+    try:
+        client = sign_in(base)
+        posted = client.post(f"/api/groups/{group_id}/messages", json={"text": "How much?"})
+        assert posted.status_code == 202, posted.text
+        request_id = posted.json()["request"]["id"]
+        deadline = time.monotonic() + 30
+        while (
+            client.get(f"/api/groups/{group_id}/requests/{request_id}").json()["budget"][
+                "working_reserved"
+            ]
+            < 1
+        ):
+            assert time.monotonic() < deadline, "the request never made a call"
+            time.sleep(0.1)
+    finally:
+        proc.kill()  # mid-step: a call reserved, its reply not yet written
+        proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    proc = serve(embedded_env, port)
+    try:
+        client = sign_in(base)
+        deadline = time.monotonic() + 60
+        while (state := client.get(f"/api/groups/{group_id}/requests/{request_id}").json())[
+            "state"
+        ] not in (
+            "completed",
+            "failed",
+            "stopped",
+        ):
+            assert time.monotonic() < deadline, state
+            time.sleep(0.3)
+        assert state["state"] == "completed", state
+    finally:
+        output = stop(proc)
+    assert "put back on their way" in output
 
 
 @pytest.mark.timeout(60)

@@ -54,7 +54,7 @@ class Command(BaseCommand):
         self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
         if embedded:
             self.stdout.write(
-                f"embedded worker: {options['worker_concurrency']} threads in this "
+                f"embedded worker: {options['worker_concurrency']} threads and beat in this "
                 "process (no REDIS_URL)"
             )
         else:
@@ -62,7 +62,7 @@ class Command(BaseCommand):
                 "REDIS_URL is set: serving only; run workers separately (make worker)"
             )
         worker = (
-            serving.embedded_worker(concurrency=options["worker_concurrency"])
+            serving.EmbeddedWorker(concurrency=options["worker_concurrency"])
             if embedded
             else nullcontext()
         )

@@ -1,0 +1,65 @@
+"""The embedded default's worker (dashboard/serving.py): a real Celery worker in threads of
+the serving process, started again when it stops on its own, and a process that gives up
+loudly rather than serve pages nothing answers; on start it puts back what a killed process
+left running."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.serving import EmbeddedWorker
+from groups.demo import household_finances
+from groups.models import GroupRequest
+from groups.services.requests import request_create, request_start_next
+from tests.conftest import _wait_until_worker_idle, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def answered(request) -> bool:
+    request.refresh_from_db()
+    return request.state == GroupRequest.State.COMPLETED
+
+
+@pytest.fixture(autouse=True)
+def _empty_broker():
+    from config.celery import app
+
+    app.control.purge()
+
+
+def test_a_worker_that_stops_on_its_own_is_started_again_and_answers(owner):
+    group = household_finances(owner)
+    with EmbeddedWorker(concurrency=2, beat=False, give_up=pytest.fail) as embedded:
+        first = request_create(group=group, text="How much can I save?")
+        wait_for(lambda: answered(first), timeout=30)
+        embedded.worker.stop()  # as Celery does after an unrecoverable error
+        wait_for(lambda: embedded.started == 2, timeout=10)
+        second = request_create(group=group, text="And next month?")
+        wait_for(lambda: answered(second), timeout=30)
+        _wait_until_worker_idle()
+
+
+def test_a_worker_that_keeps_stopping_gives_up_loudly(owner):
+    reasons: list[str] = []
+    with EmbeddedWorker(concurrency=1, beat=False, restarts=1, give_up=reasons.append) as embedded:
+        embedded.worker.stop()
+        wait_for(lambda: embedded.started == 2, timeout=10)
+        embedded.worker.stop()
+        wait_for(lambda: reasons, timeout=10)
+    assert "stopped 2 times" in reasons[0]
+    assert embedded.started == 2, "not started a third time"
+
+
+def test_a_request_a_killed_process_left_running_is_put_back_on_its_way_at_start(owner):
+    group = household_finances(owner)
+    request = request_create(group=group, text="How much can I save?")
+    request_start_next(group_id=group.pk)
+    # As a process killed mid-step leaves it: a step claimed, never completed, nothing queued.
+    GroupRequest.objects.filter(pk=request.pk).update(fence=1, completed_fence=0)
+    from config.celery import app
+
+    app.control.purge()
+    with EmbeddedWorker(concurrency=2, beat=False, give_up=pytest.fail):
+        wait_for(lambda: answered(request), timeout=30)
+        _wait_until_worker_idle()
