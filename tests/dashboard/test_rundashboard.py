@@ -67,6 +67,18 @@ def stop(proc: subprocess.Popen) -> str:
     return output
 
 
+def manage_shell(env: dict[str, str], code: str) -> str:
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+
+
 def sign_in(base: str) -> httpx.Client:
     client = httpx.Client(base_url=base, timeout=10)
     client.get("/dashboard/login/")
@@ -88,16 +100,7 @@ def sign_in(base: str) -> httpx.Client:
 
 @pytest.mark.timeout(120)
 def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
-    seeded = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SEED],
-        cwd=ROOT,
-        env=embedded_env,
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    group_id = int(seeded.stdout.strip().splitlines()[-1])
+    group_id = int(manage_shell(embedded_env, SEED).strip().splitlines()[-1])
     port = free_port()
     proc = serve(embedded_env, port)
     try:
@@ -134,19 +137,8 @@ for account in ModelAccount.objects.filter(owner__username="demo"):
 
 @pytest.mark.timeout(180)
 def test_a_request_of_a_server_killed_mid_step_is_answered_after_the_restart(embedded_env):
-    def manage_shell(code: str) -> str:
-        return subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", code],
-            cwd=ROOT,
-            env=embedded_env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout
-
-    group_id = int(manage_shell(SEED).strip().splitlines()[-1])
-    manage_shell(SLOW)
+    group_id = int(manage_shell(embedded_env, SEED).strip().splitlines()[-1])
+    manage_shell(embedded_env, SLOW)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = serve(embedded_env, port)
