@@ -265,6 +265,10 @@ GARDEN_LOCK_BACKEND = "redis" if REDIS_URL else "local"
 # Longer than a step can live, so a live step never loses its lock (the fence keeps a step
 # that does — SIGSTOP, a paused VM — from writing, but its model call would be wasted).
 GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK_TIME_LIMIT + 30)
+# Each worker process writes a beat this often; a site with no beat fresher than the stale
+# limit has no live worker (the API and the room say so on a request that waits).
+GARDEN_WORKER_BEAT_SECONDS = env.float("GARDEN_WORKER_BEAT_SECONDS", default=10.0)
+GARDEN_WORKER_STALE_SECONDS = env.float("GARDEN_WORKER_STALE_SECONDS", default=30.0)
 # The sweeper leaves a request alone until it has been quiet longer than a step can live.
 GARDEN_SWEEP_AFTER_SECONDS = env.int(
     "GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30

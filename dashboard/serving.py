@@ -102,12 +102,16 @@ class EmbeddedWorker:
             self._thread.join(30)
 
     def _supervise(self) -> None:
+        from celery import signals
         from celery.worker import WorkController
 
         ready = self._ready
 
         class Worker(WorkController):
+            garden_embedded = True
+
             def on_consumer_ready(self, consumer: Any) -> None:
+                signals.worker_ready.send(sender=consumer)  # as celery's own worker does
                 ready.set()
 
         stops: deque[float] = deque()

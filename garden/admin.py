@@ -1,10 +1,14 @@
 """Django admin for garden's core rows, for staff."""
 
+from datetime import timedelta
+
 from django import forms
+from django.conf import settings
 from django.contrib import admin
+from django.utils import timezone
 
 from garden.errors import ServiceError
-from garden.models import Agent, Artifact, Conversation, Message, ModelAccount
+from garden.models import Agent, Artifact, Conversation, Message, ModelAccount, WorkerBeat
 from garden.selectors import account_key_status
 from garden.services.accounts import model_account_check
 
@@ -143,3 +147,26 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     search_fields = ["title"]
     raw_id_fields = ["agent", "conversation"]
+
+
+@admin.register(WorkerBeat)
+class WorkerBeatAdmin(admin.ModelAdmin):
+    """The workers that are, or lately were, alive, with their last beat: written by the
+    workers themselves, never edited here. A stale row is a worker that died; deleting it
+    only tidies the list."""
+
+    list_display = ["hostname", "alive", "embedded", "concurrency", "pid", "started_at", "beat_at"]
+    list_filter = ["embedded"]
+    readonly_fields = ["hostname", "pid", "concurrency", "embedded", "started_at", "beat_at"]
+
+    @admin.display(boolean=True, description="alive")
+    def alive(self, beat: WorkerBeat) -> bool:
+        return beat.beat_at >= timezone.now() - timedelta(
+            seconds=settings.GARDEN_WORKER_STALE_SECONDS
+        )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -13,10 +13,17 @@ class GardenConfig(AppConfig):
     verbose_name = "garden"
 
     def ready(self) -> None:
-        from . import checks, signals  # noqa: F401
+        from celery.signals import worker_ready, worker_shutdown
+
+        from . import checks, heartbeat, signals  # noqa: F401
         from .tools import files, memory, web  # noqa: F401  (each registers its tools)
 
         make_var_folders()
+        # Every worker process, however started, beats while it runs (garden/heartbeat.py).
+        worker_ready.connect(heartbeat.on_worker_ready, weak=False, dispatch_uid="garden_beat")
+        worker_shutdown.connect(
+            heartbeat.on_worker_shutdown, weak=False, dispatch_uid="garden_beat_stop"
+        )
 
 
 def make_var_folders() -> None:

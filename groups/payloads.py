@@ -8,6 +8,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from garden.heartbeat import workers_alive
 from garden.models import Approval
 from groups.models import MAINTENANCE_CALLS, SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
 
@@ -43,7 +44,9 @@ class RequestOutput(serializers.Serializer):
     budget = BudgetOutput(source="*")
     queue = serializers.JSONField()
     waiting_for = serializers.SerializerMethodField(
-        help_text="What the request waits for besides its turn: calls_in_flight, or null."
+        help_text="What the request waits for besides its turn: calls_in_flight (every "
+        "model-call slot of its owner is in use), worker (no worker is running: it is "
+        "answered when one starts), or null."
     )
     outcome_code = serializers.CharField()
     outcome = serializers.CharField()
@@ -85,8 +88,19 @@ _REQUEST_OUTPUT = RequestOutput()
 _APPROVAL_OUTPUT = ApprovalOutput()
 
 
-def request_payload(request: GroupRequest) -> dict[str, Any]:
-    return _REQUEST_OUTPUT.to_representation(request)
+# A request in these states waits for a worker to take it further.
+_WORKED = frozenset(
+    {GroupRequest.State.QUEUED, GroupRequest.State.RUNNING, GroupRequest.State.SYNTHESIZING}
+)
+
+
+def request_payload(request: GroupRequest, *, workers_alive: bool | None = None) -> dict[str, Any]:
+    """The request's payload. Given ``workers_alive`` (the API's reads, once per read), a
+    request that waits for a worker while none is alive says ``waiting_for: "worker"``."""
+    payload = _REQUEST_OUTPUT.to_representation(request)
+    if workers_alive is False and payload["waiting_for"] is None and request.state in _WORKED:
+        payload["waiting_for"] = "worker"
+    return payload
 
 
 def approval_payload(approval: Approval) -> dict[str, Any]:
@@ -94,8 +108,16 @@ def approval_payload(approval: Approval) -> dict[str, Any]:
 
 
 def request_event(request: GroupRequest) -> dict[str, Any]:
-    """The request changed: its whole payload, as the API returns it."""
-    return {"type": "request.state", "request": request_payload(request)}
+    """The request changed: its whole payload, as the API returns it. A queued request's
+    event (sent by the web process that took the message) says whether a worker is alive to
+    start it; a started request's events come from the worker working it."""
+    return {
+        "type": "request.state",
+        "request": request_payload(
+            request,
+            workers_alive=workers_alive() if request.state == GroupRequest.State.QUEUED else None,
+        ),
+    }
 
 
 def approval_event(approval: Approval) -> dict[str, Any]:

@@ -62,6 +62,15 @@ def request_active(*, group: Group) -> GroupRequest | None:
     return GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).first()
 
 
+def requests_queued(*, group: Group, limit: int = 20) -> list[GroupRequest]:
+    """The group's queued requests, the next to start first."""
+    return list(
+        GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).order_by("id")[
+            :limit
+        ]
+    )
+
+
 def requests_queued_count(*, group: Group) -> int:
     return GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).count()
 

@@ -132,6 +132,7 @@ def celery_worker_thread(transactional_db):
     from celery.contrib.testing.worker import start_worker
 
     from config.celery import app
+    from garden import heartbeat
 
     app.control.purge()
     with start_worker(
@@ -141,9 +142,14 @@ def celery_worker_thread(transactional_db):
         perform_ping_check=False,
         loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
         shutdown_timeout=15,
-    ):
-        yield app
-        _wait_until_worker_idle()
+    ) as worker:
+        # celery's test worker sends no worker_ready: it beats as every other worker does.
+        heartbeat.start(hostname=worker.hostname, concurrency=2)
+        try:
+            yield app
+            _wait_until_worker_idle()
+        finally:
+            heartbeat.stop(hostname=worker.hostname)
 
 
 def _wait_until_worker_idle(timeout: float = 30.0, settle: float = 0.5) -> None:

@@ -1,10 +1,12 @@
-"""garden's core rows: model accounts, agents, conversations, messages and artifacts."""
+"""garden's core rows: model accounts, agents, conversations, messages and artifacts, and the
+workers' beats."""
 
 from garden.models.agents import Agent, ModelAccount
 from garden.models.approvals import Approval
 from garden.models.conversations import Conversation, Message
 from garden.models.memory import Artifact, MemoryNote
 from garden.models.runs import Goal, Run
+from garden.models.workers import WorkerBeat
 
 __all__ = [
     "Agent",
@@ -16,4 +18,5 @@ __all__ = [
     "Message",
     "ModelAccount",
     "Run",
+    "WorkerBeat",
 ]

@@ -11,6 +11,11 @@ urlpatterns = [
         views.GroupRequestDetailApi.as_view(),
         name="group-request",
     ),
+    path(
+        "groups/<int:group_id>/requests/<int:request_id>/cancel",
+        views.GroupRequestCancelApi.as_view(),
+        name="group-request-cancel",
+    ),
     path("groups/<int:group_id>/stop", views.GroupStopApi.as_view(), name="group-stop"),
     path("groups/<int:group_id>/memory", views.GroupMemoryApi.as_view(), name="group-memory"),
     path(

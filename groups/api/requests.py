@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from garden.api.serializers import MessageOutput
 from garden.errors import ServiceError
+from garden.heartbeat import workers_alive
 from garden.models import Approval
 from garden.services.conversations import message_payload
 from groups import selectors
@@ -20,7 +21,7 @@ from groups.models import MEMORY_SENTENCE, Group
 from groups.payloads import ApprovalOutput, RequestOutput, approval_payload, request_payload
 from groups.services.approvals import SURFACES, approval_decide
 from groups.services.memory import memory_import_private_note
-from groups.services.requests import request_create, request_stop_active
+from groups.services.requests import request_cancel, request_create, request_stop_active
 
 _REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
@@ -53,7 +54,10 @@ class RoomOutput(serializers.Serializer):
     last_seq = serializers.IntegerField()
     messages = MessageOutput(many=True)
     active_request = RequestOutput(allow_null=True)
-    queued_requests = serializers.IntegerField()
+    queued = RequestOutput(
+        many=True, help_text="The requests waiting behind it, the next to start first (20 at most)."
+    )
+    queued_requests = serializers.IntegerField(help_text="How many requests wait in all.")
 
 
 class RequestPostedOutput(serializers.Serializer):
@@ -95,6 +99,8 @@ class GroupMessagesApi(APIView):
             selectors.room_messages(conversation=conversation, after=after) if conversation else []
         )
         active = selectors.request_active(group=group)
+        queued = selectors.requests_queued(group=group)
+        alive = workers_alive() if active or queued else None
         return Response(
             {
                 "group": group.pk,
@@ -102,7 +108,8 @@ class GroupMessagesApi(APIView):
                 "carried_summary": conversation.carried_summary if conversation else "",
                 "last_seq": conversation.last_seq if conversation else 0,
                 "messages": [message_payload(m) for m in messages],
-                "active_request": request_payload(active) if active else None,
+                "active_request": request_payload(active, workers_alive=alive) if active else None,
+                "queued": [request_payload(r, workers_alive=alive) for r in queued],
                 "queued_requests": selectors.requests_queued_count(group=group),
             }
         )
@@ -116,7 +123,10 @@ class GroupMessagesApi(APIView):
         data.is_valid(raise_exception=True)
         created = request_create(group=group, text=data.validated_data["text"])
         return Response(
-            {"request": request_payload(created), "message": message_payload(created.message)},
+            {
+                "request": request_payload(created, workers_alive=workers_alive()),
+                "message": message_payload(created.message),
+            },
             status=status.HTTP_202_ACCEPTED,
         )
 
@@ -127,7 +137,15 @@ class GroupRequestDetailApi(APIView):
         found = selectors.request_get(group=_group(request, group_id), request_id=request_id)
         if found is None:
             raise ServiceError("NOT_FOUND", "No such request.", status=404)
-        return Response(request_payload(found))
+        return Response(request_payload(found, workers_alive=workers_alive()))
+
+
+class GroupRequestCancelApi(APIView):
+    @extend_schema(request=None, responses={200: RequestOutput, 409: ErrorOutput, **_REFUSED})
+    def post(self, request: Request, group_id: int, request_id: int) -> Response:
+        """Cancel a request that has not started (a started one is stopped with Stop)."""
+        cancelled = request_cancel(group=_group(request, group_id), request_id=request_id)
+        return Response(request_payload(cancelled))
 
 
 class GroupStopApi(APIView):

@@ -12,7 +12,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from garden import events
-from garden.errors import QuotaExceeded, ServiceError
+from garden.errors import QuotaExceeded, ServiceError, is_row_id
 from garden.models import Approval, Conversation, Message
 from garden.quotas import quota_hold
 from garden.services.conversations import conversation_create, message_append, text_block
@@ -107,6 +107,30 @@ def request_stop_active(
             if was_active:
                 active = request
     return active
+
+
+def request_cancel(*, group: Group, request_id: int) -> GroupRequest:
+    """Cancel a queued request of ``group`` before it starts: it ends ``stopped`` (code
+    CANCELLED) and its message stays in the thread. 404 for no such request of the group,
+    409 NOT_QUEUED for one that has started or ended (Stop ends a started one)."""
+    with transaction.atomic():
+        row_locks.lock_group(group.pk)
+        request = row_locks.lock_request(request_id) if is_row_id(request_id) else None
+        if request is None or request.group_id != group.pk:
+            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+        if request.state != GroupRequest.State.QUEUED:
+            raise ServiceError(
+                "NOT_QUEUED",
+                "This request is not waiting to start: Stop ends one that has started.",
+                status=409,
+            )
+        request_finish(
+            request=request,
+            state=GroupRequest.State.STOPPED,
+            outcome_code="CANCELLED",
+            outcome="Cancelled by the owner before it started.",
+        )
+    return request
 
 
 def group_conversation_open(*, group: Group):

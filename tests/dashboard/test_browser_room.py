@@ -10,10 +10,12 @@ import pytest
 from django.db import transaction
 from playwright.sync_api import expect
 
+from dashboard.serving import EmbeddedWorker
 from garden import events
 from garden.models import Agent, Approval, Conversation
 from garden.services.conversations import conversation_create, message_append, text_block
 from groups.models import Group, GroupRequest
+from tests.conftest import _wait_until_worker_idle
 from tests.dashboard.conftest import assert_controls_labelled, tab_until, text_of
 from tests.dashboard.helpers import artifact, household, say, team_with_scribe
 
@@ -73,6 +75,40 @@ def test_turns_and_activity_lines_arrive_live(open_page, owner, live_worker):
     call.locator("summary").click()
     expect(call.locator("pre")).to_contain_text('"member": "ledger"')
     assert_controls_labelled(page)
+
+
+def test_with_no_worker_the_room_says_so_and_a_worker_that_starts_answers(open_page, owner):
+    group = household(owner)
+    page = open_room(open_page, owner, group)
+    send(page, SPENDING)
+    budget = page.locator("#budget")
+    no_worker = "No worker is running — messages will be answered when one starts"
+    expect(budget).to_contain_text(no_worker)
+    expect(page.locator("#live")).to_have_text("No worker running")
+    expect(page.locator("#stop")).to_have_text("Cancel")
+    page.reload()  # a queued request stays in view: its state, its budget and Cancel
+    expect(budget).to_contain_text(no_worker)
+    expect(budget).to_contain_text("working 0/11")
+    expect(page.locator("#stop")).to_be_visible()
+    with EmbeddedWorker(concurrency=2, beat=False, give_up=pytest.fail):
+        expect(
+            page.locator("#transcript > li > .turn--agent", has_text="Here is where you stand")
+        ).to_be_visible()
+        expect(budget).to_contain_text("Completed")
+        expect(budget).not_to_contain_text(no_worker)
+        expect(page.locator("#live")).to_have_text("Live")
+        _wait_until_worker_idle()
+
+
+def test_a_queued_request_is_cancelled_from_the_room(open_page, owner):
+    group = household(owner)
+    page = open_room(open_page, owner, group)
+    send(page, SPENDING)
+    expect(page.locator("#stop")).to_have_text("Cancel")
+    page.locator("#stop").click()
+    expect(page.locator("#budget")).to_contain_text("Stopped")
+    expect(page.locator("#stop")).to_be_hidden()
+    assert GroupRequest.objects.get(group=group).outcome_code == "CANCELLED"
 
 
 def test_at_completion_inserts_member_handles(open_page, owner):

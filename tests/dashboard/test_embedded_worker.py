@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 
 from dashboard.serving import EmbeddedWorker
+from garden import heartbeat
+from garden.models import WorkerBeat
 from groups.demo import household_finances
 from groups.models import GroupRequest
 from groups.services.requests import request_create, request_start_next
@@ -63,3 +65,10 @@ def test_a_request_a_killed_process_left_running_is_put_back_on_its_way_at_start
     with EmbeddedWorker(concurrency=2, beat=False, give_up=pytest.fail):
         wait_for(lambda: answered(request), timeout=30)
         _wait_until_worker_idle()
+
+
+def test_the_embedded_worker_beats_while_it_runs_and_leaves_when_it_stops(owner):
+    with EmbeddedWorker(concurrency=1, beat=False, give_up=pytest.fail) as embedded:
+        beat = wait_for(lambda: WorkerBeat.objects.filter(embedded=True).first(), timeout=10)
+        assert beat.hostname == embedded.worker.hostname and heartbeat.workers_alive()
+    assert not WorkerBeat.objects.exists() and not heartbeat.workers_alive()

@@ -31,14 +31,26 @@
     const r = room.request;
     budget.hidden = !r;
     stopButton.hidden = !r || !ACTIVE.has(r.state) || room.deleted;
+    // A request that has not started is cancelled, not stopped.
+    if (r) stopButton.textContent = r.state === "queued" ? "Cancel" : "Stop";
+    showLive();
     if (!r) return;
-    // Waiting for one of the owner's model-call slots is a state, not an error: say so.
-    const label = r.waiting_for === "calls_in_flight" && r.state === "running"
-      ? "Waiting for a free model slot (your other requests are using them)"
-      : STATE_LABEL[r.state] || r.state;
-    budget.replaceChildren(make("strong", { text: label }),
+    // Waiting for one of the owner's model-call slots, or for a worker, is a state, not an
+    // error: say so.
+    let label = r.waiting_for === "worker"
+      ? "No worker is running — messages will be answered when one starts"
+      : r.waiting_for === "calls_in_flight" && r.state === "running"
+        ? "Waiting for a free model slot (your other requests are using them)"
+        : STATE_LABEL[r.state] || r.state;
+    if (r.state === "queued" && r.waiting_for !== "worker") label = "Queued — next to start";
+    const behind = Math.max(0, room.queued - (r.state === "queued" ? 1 : 0));
+    const parts = [make("strong", { text: label }),
       meterPart("working", r.budget.working_reserved, r.budget.working_limit),
-      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit));
+      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit)];
+    if (behind && ACTIVE.has(r.state)) {
+      parts.push(make("span", { className: "budget-part", text: ` · ${behind} more waiting` }));
+    }
+    budget.replaceChildren(...parts);
   }
 
   // The indicator follows one request: the running one, else the latest one posted.
@@ -64,11 +76,14 @@
   }
 
   stopButton.addEventListener("click", async () => {
+    const r = room.request;
     stopButton.disabled = true;
-    const result = await api("POST", `${urls.api}/stop`);
+    const result = r && r.state === "queued"
+      ? await api("POST", `${urls.api}/requests/${r.id}/cancel`)
+      : await api("POST", `${urls.api}/stop`);
     stopButton.disabled = false;
     if (!result.ok) showErrors(composer, errorsOf(result));
-    else if (result.data) onRequest(result.data.stopped || result.data.request);
+    else if (result.data) onRequest(result.data.stopped || result.data.request || result.data);
     sync();
   });
 
@@ -172,7 +187,10 @@
         room.conversation = thread;
         messages.forEach(store);
         if (messages.length && lastSeq > room.lastSeq) syncAgain = true; // one page at a time
-        if (page.active_request) onRequest(page.active_request);
+        room.queued = page.queued_requests || 0;
+        // A request that has not started is shown too: its place, its budget and Cancel.
+        const current = page.active_request || (page.queued || [])[0];
+        if (current) onRequest(current);
         else if (room.request && ACTIVE.has(room.request.state)) await refreshRequest(room.request.id);
         await loadApprovals();
       } while (syncAgain);
@@ -197,9 +215,18 @@
   }
 
   const live = $("live");
+  let connected = false;
+  let offline = "Connecting…";
   function setLive(on, text) {
-    live.textContent = on ? "Live" : text;
-    live.classList.toggle("is-live", on);
+    connected = on;
+    offline = text || offline;
+    showLive();
+  }
+  // Connected but with no worker to answer is not "Live".
+  function showLive() {
+    const noWorker = Boolean(room.request) && room.request.waiting_for === "worker";
+    live.textContent = !connected ? offline : noWorker ? "No worker running" : "Live";
+    live.classList.toggle("is-live", connected && !noWorker);
   }
 
   let socket = null;

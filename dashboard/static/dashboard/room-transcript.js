@@ -14,6 +14,7 @@
     lastSeq: 0,
     messages: new Map(),  // seq -> message payload
     request: null,        // the request the budget indicator shows
+    queued: 0,            // how many requests wait to start
     approvals: new Map(), // id -> approval, with the page's own busy/error flags
     open: new Set(),      // keys of the <details> a person opened
     deleted: false,
