@@ -16,7 +16,7 @@ max, time-weighted mean). Control, JSON over HTTP on the same port:
 
 Options: latency, jitter (seconds); p_timeout (hold for ``hang`` seconds, longer than the
 client's timeout), p_reset (RST after reading the request), p_429 (with retry_after_ms),
-p_500; member (the handle the coordinator asks).
+p_500; member (the handle the coordinator asks); member_tool (a tool a member calls first).
 
 Run alone: ``python bench/fake_provider.py --port 0 --latency 1`` prints its URL on the first
 line of stdout. In-process: ``FakeProvider(latency=...).start()``.
@@ -49,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "retry_after_ms": 50,
     "p_500": 0.0,
     "member": "ledger",
+    "member_tool": "",
 }
 
 
@@ -251,7 +252,9 @@ class FakeProvider:
                     writer, 500, {"error": {"message": "overloaded", "type": "server_error"}}
                 )
                 return True
-            reply, kind = scripted_reply(json.loads(body or b"{}"), opts["member"])
+            reply, kind = scripted_reply(
+                json.loads(body or b"{}"), opts["member"], member_tool=opts["member_tool"]
+            )
             self._count(kind)
             await _write(writer, 200, reply)
             return True
@@ -263,10 +266,16 @@ class FakeProvider:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
 
-def scripted_reply(request: dict[str, Any], member: str) -> tuple[dict[str, Any], str]:
-    """The 12-call scenario: the coordinator asks forever, members answer, synthesis concludes."""
+def scripted_reply(
+    request: dict[str, Any], member: str, *, member_tool: str = ""
+) -> tuple[dict[str, Any], str]:
+    """The 12-call scenario: the coordinator asks forever, members answer, synthesis concludes.
+    With ``member_tool`` (a tool's wire name, such as ``file__write``), a member offered that
+    tool first calls it (a document with a title of its own) and answers once it has the
+    result."""
     tools = {t.get("function", {}).get("name") for t in request.get("tools") or []}
-    texts = [m.get("content") for m in request.get("messages") or []]
+    messages = request.get("messages") or []
+    texts = [m.get("content") for m in messages]
     if any(isinstance(t, str) and SYNTHESIS_MARK in t for t in texts):
         message, finish, kind = (
             {"role": "assistant", "content": "Final: the figures above."},
@@ -286,6 +295,21 @@ def scripted_reply(request: dict[str, Any], member: str) -> tuple[dict[str, Any]
             {"role": "assistant", "content": None, "tool_calls": [call]},
             "tool_calls",
             "ask",
+        )
+    elif member_tool and member_tool in tools and (messages[-1:] or [{}])[0].get("role") != "tool":
+        title = f"note {uuid.uuid4().hex[:12]}"
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:24]}",
+            "type": "function",
+            "function": {
+                "name": member_tool,
+                "arguments": json.dumps({"title": title, "content": "A figure: 42."}),
+            },
+        }
+        message, finish, kind = (
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            "tool_calls",
+            "member_tool",
         )
     else:
         # Every working call carries its speaker's tools (group.ask or group.request_help);

@@ -118,11 +118,11 @@ class Harness:
     def _sweep_loop(self) -> None:
         from django.db import connection
 
-        from groups.services.requests import request_sweep
+        from groups.services.approvals import sweep_stranded
 
         while not self._sweep_stop.wait(SWEEP_INTERVAL):
             try:
-                request_sweep(older_than_seconds=self.sweep_age)
+                sweep_stranded(older_than_seconds=self.sweep_age)
             except Exception:  # Redis or PostgreSQL is being cut: next round
                 self.sweep_errors += 1
                 connection.close()
@@ -131,18 +131,31 @@ class Harness:
     # requests
 
     def new_requests(
-        self, n: int, *, latency: float, timeout: float = 10.0, **faults: float
+        self,
+        n: int,
+        *,
+        latency: float,
+        timeout: float = 10.0,
+        approvals: bool = False,
+        **faults: float,
     ) -> list[int]:
-        """``n`` fresh groups, one request each; ``faults`` are fake-provider options for them."""
+        """``n`` fresh groups, one request each; ``faults`` are fake-provider options for them.
+        With ``approvals`` the member writes a document (``file.write``) before it answers,
+        and each write waits for a person's approval."""
         from groups.services.requests import request_create
 
         ids = []
+        tools = ("file.write",) if approvals else ()
         for _ in range(n):
             tag = f"{self.run_id}-{next(self._n)}"
-            self.client.configure(tags={tag: {"latency": latency, **faults}})
+            member_tool = {"member_tool": "file__write"} if approvals else {}
+            self.client.configure(tags={tag: {"latency": latency, **member_tool, **faults}})
             group = db_retry(
                 lambda tag=tag: build_group(
-                    username=f"faults-{tag}", base_url=self.client.base_url(tag), timeout=timeout
+                    username=f"faults-{tag}",
+                    base_url=self.client.base_url(tag),
+                    timeout=timeout,
+                    approval_tools=tools,
                 )
             )
             request = db_retry(
@@ -205,9 +218,15 @@ class Harness:
         return safety_violations(ids, self.tags, seen)
 
     def wait_finished(
-        self, ids: list[int], bound: float, tick: Callable[[], None] | None = None
+        self,
+        ids: list[int],
+        bound: float,
+        tick: Callable[[], None] | None = None,
+        *,
+        completed: bool = False,
     ) -> list[str]:
-        """Liveness: every request finished within ``bound`` seconds, with an outcome code."""
+        """Liveness: every request finished within ``bound`` seconds, with an outcome code
+        (with ``completed``, completed)."""
         from groups.models import GroupRequest
 
         deadline = time.monotonic() + bound
@@ -216,8 +235,38 @@ class Harness:
                 tick()
             time.sleep(0.2)
         return liveness_violations(
-            db_retry(lambda: list(GroupRequest.objects.filter(pk__in=ids))), bound
+            db_retry(lambda: list(GroupRequest.objects.filter(pk__in=ids))),
+            bound,
+            completed=completed,
         )
+
+    def decide_pending(self, ids: list[int], rng: Any, *, reject: float = 0.1) -> int:
+        """Decide every pending approval of ``ids`` as its owner would (approve, or with
+        probability ``reject`` reject); returns how many were approved."""
+        from garden.errors import ServiceError
+        from garden.models import Approval
+        from groups.services.approvals import approval_decide
+
+        approved = 0
+        pending = db_retry(
+            lambda: list(
+                Approval.objects.filter(request_id__in=ids, status="pending").select_related(
+                    "owner"
+                )
+            )
+        )
+        for approval in pending:
+            decision = "reject" if rng.random() < reject else "approve"
+            try:
+                db_retry(
+                    lambda a=approval, d=decision: approval_decide(
+                        user=a.owner, approval_id=a.pk, decision=d, surface="api"
+                    )
+                )
+            except ServiceError:  # decided meanwhile (the request was stopped)
+                continue
+            approved += decision == "approve"
+        return approved
 
     def outcomes(self, ids: list[int]) -> Counter:
         from groups.models import GroupRequest
@@ -231,11 +280,21 @@ class Harness:
             )
         )
 
-    def finish(self, result: Result, ids: list[int], *, bound: float, started: float) -> Result:
-        """Drain with a clean worker, then the liveness and safety checks over all of ``ids``.
-        Also counts the working calls the provider received without tools (see the report)."""
+    def finish(
+        self,
+        result: Result,
+        ids: list[int],
+        *,
+        bound: float,
+        started: float,
+        completed: bool = True,
+        tick: Callable[[], None] | None = None,
+    ) -> Result:
+        """Drain with a clean worker, then the liveness and safety checks over all of ``ids``
+        (``completed``: every request must complete; ``tick`` runs while they finish). Also
+        counts the working calls the provider received without tools (see the report)."""
         rescuers = [self.spawn("rescuer-") for _ in range(2)]
-        result.violations += self.wait_finished(ids, bound)
+        result.violations += self.wait_finished(ids, bound, tick, completed=completed)
         result.violations += self.check_safety(ids)
         self.retire(rescuers)
         result.requests = ids

@@ -51,6 +51,7 @@ def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, i
             "kind",
             "step",
             "reply_to_call_id",
+            "content",
         )
     ):
         messages[row["request_id"]].append(row)
@@ -115,16 +116,71 @@ def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, i
             out.append(f"request {pk}: message steps go back in seq order: {steps}")
         if r.is_finished and pk in pending:
             out.append(f"request {pk}: {r.state} with an approval still pending")
+        # One conclusion: the coordinator's answer (a turn of text alone: no tool call, no
+        # tool result) comes at most once.
+        concluded = [
+            m["step"]
+            for m in msgs
+            if m["kind"] == Message.Kind.TURN
+            and m["speaker_agent_id"] == r.group.coordinator_id
+            and m["content"]
+            and all(b.get("type") == "text" for b in m["content"])
+        ]
+        if len(concluded) > 1:
+            out.append(f"request {pk}: concluded {len(concluded)} times, at steps {concluded}")
+    out += _approval_violations(ids)
     return out
 
 
-def liveness_violations(requests: list, bound: float) -> list[str]:
+def _approval_violations(ids: list[int]) -> list[str]:
+    """Each approved action ran at most once (a document written by ``file.write`` under the
+    title its call gave, counted when the tool ended), and each approval's result was recorded
+    at most once."""
+    from garden.models import Approval, Artifact, Message
+
+    out = []
+    approvals = list(
+        Approval.objects.filter(request_id__in=ids).values(
+            "pk", "request_id", "status", "action", "tool_call_id", "executed_at"
+        )
+    )
+    titles = [a["action"].get("arguments", {}).get("title", "") for a in approvals]
+    written = Counter(
+        Artifact.objects.filter(title__in=[t for t in titles if t]).values_list("title", flat=True)
+    )
+    results = Counter(
+        (m.request_id, block.get("call_id"))
+        for m in Message.objects.filter(request_id__in=ids, kind=Message.Kind.TURN)
+        for block in m.content or []
+        if block.get("type") == "tool_result"
+    )
+    for approval, title in zip(approvals, titles, strict=True):
+        runs = written.get(title, 0) if title else 0
+        if runs > 1:
+            out.append(f"approval {approval['pk']}: its action ran {runs} times")
+        if runs and approval["status"] != Approval.Status.APPROVED:
+            out.append(f"approval {approval['pk']}: {approval['status']} but its action ran")
+        if runs and approval["executed_at"] is None:
+            out.append(f"approval {approval['pk']}: its action ran without being claimed")
+        recorded = results.get((approval["request_id"], approval["tool_call_id"]), 0)
+        if recorded > 1:
+            out.append(f"approval {approval['pk']}: its result was recorded {recorded} times")
+    return out
+
+
+def liveness_violations(requests: list, bound: float, *, completed: bool = False) -> list[str]:
     """Every request of ``requests`` (rows read after waiting ``bound`` seconds) finished, with
-    an outcome code, and an outcome unless it completed."""
+    an outcome code, and an outcome unless it completed. With ``completed`` (faults a request
+    must survive: a crash is resumed, never turned into a failure) each one completed."""
     from groups.models import GroupRequest
 
     out = []
     for r in requests:
+        if completed and r.is_finished and r.state != GroupRequest.State.COMPLETED:
+            out.append(
+                f"request {r.pk}: {r.state} ({r.outcome_code}: {r.outcome}) where a crash "
+                "should have been resumed"
+            )
         if not r.is_finished:
             out.append(
                 f"request {r.pk}: still {r.state} after {bound:g} s (fence {r.fence}, "

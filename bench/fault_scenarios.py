@@ -48,19 +48,25 @@ def scenario_kill(
                     break
                 time.sleep(0.01)
         worker.wait_exit(max(0.0, deadline - time.monotonic()))
-        if worker.killed:
-            result.faults += 1
-        else:
-            worker.stop()
-        h.workers.remove(worker)
-        result.trials += 1
-        result.violations += h.check_safety(ids)
+        _end_trial(h, result, worker, ids)
     result.note = (
         f"probability {KILL_PROBABILITY} per hit"
         if point != "during_call"
         else f"killed 0-{latency * 0.6:g} s into a {latency:g} s call"
     )
     return h.finish(result, ids, bound=bound, started=started)
+
+
+def _end_trial(h: Harness, result: Result, worker: Any, ids: list[int]) -> None:
+    """A trial's worker is done (killed, or stopped here if it was not): count the fault, the
+    trial, and check safety so far."""
+    if worker.killed:
+        result.faults += 1
+    else:
+        worker.stop()
+    h.workers.remove(worker)
+    result.trials += 1
+    result.violations += h.check_safety(ids)
 
 
 def scenario_stop(
@@ -258,6 +264,46 @@ def scenario_provider(
     result.note = "mixes: " + "; ".join(
         ",".join(f"{k[2:]}={v:g}" for k, v in m.items()) for m in PROVIDER_MIXES
     )
-    result = h.finish(result, ids, bound=bound, started=started)
+    result = h.finish(result, ids, bound=bound, started=started, completed=False)
     h.retire(pool)
+    return result
+
+
+APPROVAL_POINTS = ("approval_claimed", "approval_ran")
+
+
+def scenario_approvals(
+    h: Harness, trials: int, *, rng: random.Random, bound: float = 120
+) -> Result:
+    """A member's every document write (``file.write``) waits for approval; the harness
+    decides each as it appears (approve, now and then reject). Each trial's worker SIGKILLs
+    itself right after it claims an approved action, or after the action ran and before its
+    result is recorded; a new worker and the sweeper carry on. The action must run at most
+    once, its result be recorded once (an honest "outcome unknown" when the worker died with
+    it), no approval stay pending on a finished request, and every request complete."""
+    result, started = Result("SIGKILL around approved actions"), time.monotonic()
+    ids: list[int] = []
+    deadline = time.monotonic() + max(60.0, trials * 15.0)
+    while result.trials < trials and time.monotonic() < deadline:
+        point = APPROVAL_POINTS[result.trials % len(APPROVAL_POINTS)]
+        batch = h.new_requests(1, latency=0.02, approvals=True)
+        ids += batch
+        worker = h.spawn(
+            f"approve-{point}-", {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": "1"}
+        )
+        until = time.monotonic() + 30
+        while worker.alive and h.unfinished(batch) and time.monotonic() < until:
+            h.decide_pending(batch, rng)
+            time.sleep(0.05)
+        worker.wait_exit(5)
+        _end_trial(h, result, worker, ids)
+    if result.trials < trials:
+        result.violations.append(f"only {result.trials} of {trials} trials ran before the deadline")
+    result = h.finish(
+        result, ids, bound=bound, started=started, tick=lambda: h.decide_pending(ids, rng)
+    )
+    result.note = (
+        "killed right after the claim, or after the action ran and before its result was "
+        "recorded; about 1 in 10 approvals rejected"
+    )
     return result

@@ -12,8 +12,11 @@ Scenarios (all on loopback, against the ``openai`` adapter and bench/fake_provid
 - Restart Redis (broker and locks; it keeps nothing on disk) and terminate every PostgreSQL
   backend of the harness database, during requests: they must resume or end honestly.
 - A provider that times out, resets, answers 429 and 500, in random mixes.
+- A member whose every document write waits for approval, decided from here as it appears:
+  the worker SIGKILLs itself right after it claims an approved action, or after the action ran
+  and before its result is recorded.
 
-Recovery from lost tasks comes from the sweeper (groups.services.requests.request_sweep), run
+Recovery from lost tasks comes from the sweeper (groups.services.approvals.sweep_stranded), run
 here every 0.5 s on requests quiet for 3 s (> the harness lock TTL of 2 s > any live step).
 
 Invariants, per request: reservations within 11 working + 1 synthesis + 1 maintenance and
@@ -21,10 +24,12 @@ equal to the row's counters; reservations not released, plus those released for 
 rejection, >= the HTTP requests the provider received for it; exactly one owner message; no
 duplicated turn (request, speaker, step) or contribution (same ask answered twice); fences
 strictly increasing over reservations and steps non-decreasing over seq; no pending approval on
-a finished request; and, within a bound, every request completed, stopped or failed with an
-outcome code.
+a finished request; one conclusion (the coordinator's tool-less turn) at most; each approved
+action run at most once (its document counted when the tool ended), never when rejected or
+unclaimed, and its result recorded once; and, within a bound, every request completed (stopped
+or failed with an outcome code only where the fault is the provider's).
 
-Run: python bench/faults.py [--trials 200] [--only kill,stop,redis,pg,provider]
+Run: python bench/faults.py [--trials 200] [--only kill,stop,approvals,redis,pg,provider]
      [--shared-redis] [--seed N]
 Uses its own database ``garden_faults`` (env FAULTS_DATABASE); starts its own redis-server on a
 free port (db 4, env FAULTS_REDIS_DB), so its Redis restarts never touch the shared one.
@@ -53,6 +58,7 @@ from bench.fault_processes import LOCK_TTL, REDIS_DB, RedisServer, Zygote, worke
 from bench.fault_report import Result, progress, summary
 from bench.fault_scenarios import (
     POINTS,
+    scenario_approvals,
     scenario_kill,
     scenario_pg,
     scenario_provider,
@@ -75,7 +81,7 @@ def main() -> None:
         default=200,
         help="SIGKILL trials (split over the five points); the other scenarios scale with it",
     )
-    parser.add_argument("--only", default="kill,stop,redis,pg,provider")
+    parser.add_argument("--only", default="kill,stop,approvals,redis,pg,provider")
     parser.add_argument(
         "--shared-redis",
         action="store_true",
@@ -132,6 +138,9 @@ def main() -> None:
                 progress(results[-1])
         if "stop" in only:
             results.append(scenario_stop(h, max(1, args.trials // 2), rng=rng))
+            progress(results[-1])
+        if "approvals" in only:
+            results.append(scenario_approvals(h, max(2, args.trials // 10), rng=rng))
             progress(results[-1])
         if "redis" in only:
             results.append(scenario_redis(h, redis, max(2, args.trials // 40), rng=rng))

@@ -6,9 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 
-def build_group(*, username: str, base_url: str, timeout: float = 30.0, member: str = "ledger"):
+def build_group(
+    *,
+    username: str,
+    base_url: str,
+    timeout: float = 30.0,
+    member: str = "ledger",
+    approval_tools: tuple[str, ...] = (),
+):
     """A group of Concierge (coordinator) and one member, both on the ``openai`` adapter at
-    ``base_url``. One owner per group, so each group's accounts carry its own tag."""
+    ``base_url``. One owner per group, so each group's accounts carry its own tag. The
+    member may use ``approval_tools``, each call waiting for a person's approval."""
     from django.contrib.auth import get_user_model
 
     from garden.models import Agent
@@ -31,6 +39,10 @@ def build_group(*, username: str, base_url: str, timeout: float = 30.0, member: 
     group = Group.objects.create(owner=user, name=f"{username} team", coordinator=concierge)
     Membership.objects.create(group=group, agent=concierge, position=0)
     agent = agent_create(owner=user, handle=member, name=member.title(), model_account=account)
+    if approval_tools:
+        Agent.objects.filter(pk=agent.pk).update(
+            enabled_tools=list(approval_tools), approval_tools=list(approval_tools)
+        )
     Membership.objects.create(group=group, agent=agent, position=1)
     return group
 

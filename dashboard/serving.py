@@ -72,7 +72,7 @@ class EmbeddedWorker:
         from celery.beat import EmbeddedService
         from django.conf import settings
 
-        from groups.services.requests import request_sweep
+        from groups.services.approvals import sweep_stranded
 
         self.app.finalize()
         self.app.set_current()
@@ -82,7 +82,7 @@ class EmbeddedWorker:
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("the embedded worker did not start within 30 s")
-        swept = request_sweep(older_than_seconds=0)
+        swept = sweep_stranded(older_than_seconds=0)
         if any(swept.values()):
             log.warning("requests a stopped process left behind, put back on their way: %s", swept)
         if self.beat_wanted:

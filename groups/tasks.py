@@ -8,9 +8,9 @@ from redis.exceptions import RedisError
 from groups import scheduling
 from groups.locks import LockContended
 from groups.rollover import request_after_finish
-from groups.services.approvals import approval_execute
+from groups.services.approvals import approval_execute, sweep_stranded
 from groups.services.groups import group_purge_expired
-from groups.services.requests import request_start_next, request_sweep
+from groups.services.requests import request_start_next
 from groups.step import advance_request as step
 
 
@@ -63,8 +63,9 @@ def start_next_request(group_id: int) -> None:
 
 @shared_task(name=scheduling.SWEEP_REQUESTS, acks_late=True, ignore_result=True)
 def sweep_requests() -> dict:
-    """Periodic (beat): re-enqueue requests a crash stranded; see request_sweep."""
-    return request_sweep()
+    """Periodic (beat): put back on their way the requests and approvals a crash stranded;
+    see sweep_stranded."""
+    return sweep_stranded()
 
 
 @shared_task(name=scheduling.EXECUTE_APPROVAL, acks_late=True, ignore_result=True)

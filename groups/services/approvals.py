@@ -8,9 +8,12 @@ never run as an ordinary 1:1 turn. Lock order: group, then request, then approva
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from garden import events
@@ -19,8 +22,10 @@ from garden.models import Approval, Message
 from garden.services.conversations import message_append, text_block
 from garden.tools import ToolContext, ToolOutcome, run_tool
 from groups import row_locks, scheduling
+from groups.faults import fault_point
 from groups.models import GroupRequest
 from groups.payloads import approval_event, request_event
+from groups.services.requests import request_sweep
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
 SURFACES = ("dashboard", "telegram", "api", "admin")
@@ -114,7 +119,12 @@ def approval_execute(*, approval_id: int) -> str:
         ).update(executed_at=timezone.now())
         if not claimed:
             return "already_executed"
+    # A crash from here until the result is recorded leaves the approval claimed and the
+    # request waiting: the sweeper records the outcome as unknown (approval_sweep), and the
+    # action never runs again.
+    fault_point("approval_claimed")
     outcome = _run(approval)
+    fault_point("approval_ran")
     with transaction.atomic():
         if request is not None:
             _, request = row_locks.lock_group_and_request(request.group_id, request.pk)
@@ -179,3 +189,64 @@ def _record_and_resume(
     request.save(update_fields=["state", "completed_fence", "updated_at"])
     events.send_event_on_commit(channel=channel, event=request_event(request))
     scheduling.enqueue_step_on_commit(request.pk, request.fence, group_id=request.group_id)
+
+
+UNKNOWN_OUTCOME = (
+    "[outcome unknown: the worker running this approved action stopped before its result was "
+    "recorded; it was not run again]"
+)
+
+
+def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
+    """Approvals a crash left between decision and result, put back on their way: an approved
+    action never claimed (its task was lost) is sent again — the claim keeps it to one run;
+    one claimed whose result never came (its worker died running it) gets an honest unknown
+    outcome, and its request resumes. Only approvals decided or claimed ``older_than_seconds``
+    ago, longer than a task can live."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    # A request waits on one approval at a time, its newest: an older one of a request that
+    # waits again has had its result.
+    newest = Subquery(
+        Approval.objects.filter(request_id=OuterRef("request_id")).order_by("-pk").values("pk")[:1]
+    )
+    waiting = Approval.objects.filter(
+        status=Approval.Status.APPROVED,
+        request__state=GroupRequest.State.AWAITING_APPROVAL,
+        pk=newest,
+    )
+    found = {"approvals_resent": 0, "approvals_unknown": 0}
+    for pk in waiting.filter(executed_at__isnull=True, decided_at__lte=cutoff).values_list(
+        "pk", flat=True
+    ):
+        scheduling.send(scheduling.EXECUTE_APPROVAL, approval_id=pk)
+        found["approvals_resent"] += 1
+    for pk in waiting.filter(executed_at__lte=cutoff).values_list("pk", flat=True):
+        with transaction.atomic():
+            approval = Approval.objects.select_related("agent", "request").get(pk=pk)
+            _, request = row_locks.lock_group_and_request(
+                approval.request.group_id, approval.request_id
+            )
+            # Recording the result moves the request on in the same transaction: a request
+            # still waiting, on this approval, has not had its result.
+            if (
+                request is None
+                or request.state != GroupRequest.State.AWAITING_APPROVAL
+                or not waiting.filter(pk=pk).exists()
+            ):
+                continue
+            _record_and_resume(
+                approval, request, ToolOutcome(UNKNOWN_OUTCOME, is_error=True, code="UNKNOWN")
+            )
+            found["approvals_unknown"] += 1
+    return found
+
+
+def sweep_stranded(*, older_than_seconds: float | None = None) -> dict[str, int]:
+    """What a crash may have stranded, put back on its way: requests (``request_sweep``) and
+    approvals (``approval_sweep``), untouched for ``older_than_seconds`` (default
+    GARDEN_SWEEP_AFTER_SECONDS)."""
+    age = settings.GARDEN_SWEEP_AFTER_SECONDS if older_than_seconds is None else older_than_seconds
+    return {
+        **request_sweep(older_than_seconds=age),
+        **approval_sweep(older_than_seconds=age),
+    }

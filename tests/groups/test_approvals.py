@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connections
+from django.utils import timezone
 
 from garden.errors import ServiceError
 from garden.models import Agent, Approval, Artifact, Message
 from groups.models import CallReservation, GroupRequest
-from groups.services.approvals import approval_decide
+from groups.services.approvals import approval_decide, sweep_stranded
 from groups.services.requests import request_create, request_stop_active
 from tests.conftest import wait_for
 
@@ -197,3 +199,54 @@ def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(
     ):
         wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 1
+
+
+def test_an_approved_action_whose_task_was_lost_is_sent_again_and_runs_once(
+    celery_worker_thread, writing_group, owner
+):
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    # Decided as a process that died before its task went out leaves it: approved, unclaimed.
+    Approval.objects.filter(pk=approval.pk).update(
+        status="approved", decided_by=owner, decided_at=timezone.now() - timedelta(minutes=10)
+    )
+    assert sweep_stranded(older_than_seconds=60)["approvals_resent"] == 1
+    wait_for(lambda: state_of(request) == "completed", timeout=30)
+    assert Artifact.objects.filter(title="Savings plan").count() == 1
+    assert sweep_stranded(older_than_seconds=0)["approvals_resent"] == 0
+
+
+def test_an_action_whose_worker_died_running_it_gets_an_unknown_outcome_and_never_runs_again(
+    celery_worker_thread, writing_group, owner
+):
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    long_ago = timezone.now() - timedelta(minutes=10)
+    # Claimed by a worker that died before it recorded the result (it may have run).
+    Approval.objects.filter(pk=approval.pk).update(
+        status="approved", decided_by=owner, decided_at=long_ago, executed_at=long_ago
+    )
+    swept = sweep_stranded(older_than_seconds=60)
+    assert swept["approvals_unknown"] == 1 and swept["approvals_resent"] == 0
+    wait_for(lambda: state_of(request) == "completed", timeout=30)
+    assert Artifact.objects.count() == 0, "the action was not run again"
+    results = [
+        b
+        for m in Message.objects.filter(request=request, speaker_agent=approval.agent)
+        for b in m.content
+        if b.get("type") == "tool_result" and b.get("call_id") == approval.tool_call_id
+    ]
+    assert len(results) == 1 and results[0]["is_error"]
+    assert "outcome unknown" in results[0]["content"]
+    assert sweep_stranded(older_than_seconds=0)["approvals_unknown"] == 0
+    # The request waits again, on a newer approval: the old one's result is not recorded again.
+    GroupRequest.objects.filter(pk=request.pk).update(state="awaiting_approval")
+    Approval.objects.create(
+        owner=owner,
+        request=request,
+        conversation_id=request.conversation_id,
+        agent=approval.agent,
+        action=WRITE,
+        tool_call_id="call_next",
+    )
+    assert sweep_stranded(older_than_seconds=0)["approvals_unknown"] == 0

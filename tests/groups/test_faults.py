@@ -1,7 +1,7 @@
 """A small run of the fault harness (bench/faults.py, ``make faults``) on PostgreSQL, Redis and
-real worker processes: SIGKILL at three points of a step, and one worker SIGSTOPped past its
-lock TTL while another takes over. Every invariant the harness checks must hold. It never
-restarts Redis (CI shares it)."""
+real worker processes: SIGKILL at three points of a step and around two approved actions, and
+one worker SIGSTOPped past its lock TTL while another takes over. Every invariant the harness
+checks must hold. It never restarts Redis (CI shares it)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db import connection, connections
 from bench.fake_provider import FakeProvider
 from bench.fault_harness import Harness
 from bench.fault_processes import popen_spawner, worker_env
-from bench.fault_scenarios import scenario_kill, scenario_stop
+from bench.fault_scenarios import scenario_approvals, scenario_kill, scenario_stop
 
 pytestmark = [
     pytest.mark.postgres,
@@ -64,3 +64,12 @@ def test_a_worker_stopped_past_its_lock_ttl_never_writes_after_the_takeover(harn
     assert result.violations == []
     # The frozen steps woke up, tried to record their reply and were refused by the fence.
     assert result.details["resumed_stale"] >= result.details["frozen_steps"] >= 1
+
+
+def test_a_worker_killed_around_an_approved_action_runs_it_at_most_once(harness):
+    """One trial right after the claim, one after the action ran and before its result was
+    recorded: each action at most once, each result once, every request completed."""
+    result = scenario_approvals(harness, 2, rng=random.Random(7), bound=40)
+    assert result.faults == 2, "a worker was not killed around its approved action"
+    assert result.violations == []
+    assert result.outcomes == {"completed:SYNTHESIZED": 2}
