@@ -11,6 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench.fault_invariants import liveness_violations, safety_violations
 from bench.fault_report import Result
@@ -53,6 +54,7 @@ class Harness:
         from bench.fake_provider import FakeProviderClient
 
         self.client = FakeProviderClient(provider_url)
+        self.provider_port = urlsplit(provider_url).port
         self.spawn_fn = spawn
         self.concurrency = concurrency
         self.sweep_age = sweep_age
@@ -198,7 +200,7 @@ class Harness:
             if tag not in request_of:
                 continue
             for port in ports:
-                pid = socket_owner(port, [w.pid for w in workers])
+                pid = socket_owner(port, [w.pid for w in workers], remote_port=self.provider_port)
                 owner = next((w for w in workers if w.pid == pid), None)
                 if owner is not None:
                     out.append((request_of[tag], port, owner))

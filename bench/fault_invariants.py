@@ -171,12 +171,23 @@ def _approval_violations(ids: list[int]) -> list[str]:
 def liveness_violations(requests: list, bound: float, *, completed: bool = False) -> list[str]:
     """Every request of ``requests`` (rows read after waiting ``bound`` seconds) finished, with
     an outcome code, and an outcome unless it completed. With ``completed`` (faults a request
-    must survive: a crash is resumed, never turned into a failure) each one completed."""
-    from groups.models import GroupRequest
+    must survive: a crash is resumed, never turned into a failure) each one completed, or
+    ended SYNTHESIS_FAILED because its one synthesis call was lost with a crashed step."""
+    from groups.models import CallReservation, GroupRequest
 
+    # The one honest failure a crash may cause: the synthesis call lost with its step (an
+    # ambiguous call keeps its reservation, so the synthesis cannot be made again).
+    synthesis_lost = set(
+        CallReservation.objects.filter(
+            request_id__in=[r.pk for r in requests],
+            purpose=CallReservation.Purpose.SYNTHESIS,
+            reason__startswith="ambiguous",
+        ).values_list("request_id", flat=True)
+    )
     out = []
     for r in requests:
-        if completed and r.is_finished and r.state != GroupRequest.State.COMPLETED:
+        excused = r.outcome_code == "SYNTHESIS_FAILED" and r.pk in synthesis_lost
+        if completed and r.is_finished and r.state != GroupRequest.State.COMPLETED and not excused:
             out.append(
                 f"request {r.pk}: {r.state} ({r.outcome_code}: {r.outcome}) where a crash "
                 "should have been resumed"

@@ -34,6 +34,9 @@ def worker_env(database_url: str, redis_url: str) -> dict[str, str]:
         "REDIS_URL": redis_url,
         "GARDEN_LOCK_TTL_SECONDS": str(LOCK_TTL),
         "GARDEN_DB_POOL_MAX": "4",
+        # A worker SIGSTOPped inside a transaction loses its session after this, so its row
+        # locks never stall the workers taking its steps over.
+        "GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS": "4",
         "GARDEN_LOG_LEVEL": "ERROR",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         **CAPACITY_ENV,

@@ -17,6 +17,9 @@ from bench.fault_invariants import stale_write_violations
 from bench.fault_processes import LOCK_TTL, RedisServer, terminate_backends
 from bench.fault_report import Result
 
+# How long after a SIGSTOP the harness asks the provider which of the worker's calls it
+# still holds (well under the 1 s model latency of the SIGSTOP trials).
+STOP_SETTLE = 0.2
 POINTS = ("before_reserve", "before_dispatch", "during_call", "after_reply", "after_write")
 # Per hit of the point: high enough to die within a few steps, low enough that the step that
 # dies is not always a request's first.
@@ -113,7 +116,12 @@ def scenario_stop(
                 worker.signal(signal.SIGSTOP)
                 mine = [(pk, port) for pk, port, w in calls if w is worker]
                 # Only steps still inside their model call once stopped: they have written
-                # nothing yet, so any message at their fence would be a stale write.
+                # nothing yet, so any message at their fence would be a stale write. A call the
+                # provider answered just before the stop is gone from its books a moment later
+                # (it writes the reply whether or not the worker reads it), while its worker may
+                # have been stopped mid-transaction, or with its COMMIT already sent: asked
+                # after that moment, the provider names only calls truly held.
+                time.sleep(STOP_SETTLE)
                 inside = [pk for pk, port in mine if h.port_in_flight(pk, port)]
                 current = h.fences(inside)
                 subjects = [

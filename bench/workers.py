@@ -165,8 +165,11 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-def socket_owner(local_port: int, pids: list[int]) -> int | None:
-    """Which of ``pids`` (or their descendants) owns the TCP socket bound to ``local_port``."""
+def socket_owner(local_port: int, pids: list[int], remote_port: int | None = None) -> int | None:
+    """Which of ``pids`` (or their descendants) owns the TCP socket bound to ``local_port``
+    (and connected to ``remote_port``: Linux gives one ephemeral port to connections to
+    different servers, so a worker's database connection may share the port of another
+    worker's model call)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -175,7 +178,9 @@ def socket_owner(local_port: int, pids: list[int]) -> int | None:
             continue
         for line in lines:
             fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == local_port:
+            if int(fields[1].rsplit(":", 1)[1], 16) != local_port:
+                continue
+            if remote_port is None or int(fields[2].rsplit(":", 1)[1], 16) == remote_port:
                 inodes.add(fields[9])
     if not inodes:
         return None

@@ -124,6 +124,13 @@ DATABASE_URL = env.str("DATABASE_URL", default="")
 if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # No transaction of garden's waits on anything but the database (never a model call
+        # or a tool's I/O), so one left open this long belongs to a process that stopped
+        # (a paused VM, SIGSTOP): PostgreSQL ends its session, and the row locks it held no
+        # longer stall every step that needs them.
+        _idle = env.int("GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS", default=30)
+        _connect = {"options": f"-c idle_in_transaction_session_timeout={_idle * 1000}"}
+        DATABASES["default"]["OPTIONS"] = dict(_connect)
         _pool_max = env.int("GARDEN_DB_POOL_MAX", default=0)
         if _pool_max:
             # psycopg 3 pool: a step hands its connection back before the model call
@@ -133,7 +140,8 @@ if DATABASE_URL:
             # dropped backend, a dead pooled connection would otherwise fail the next step that
             # takes it, stranding its request until the sweeper.
             DATABASES["default"]["OPTIONS"] = {
-                "pool": {"min_size": 1, "max_size": _pool_max, "timeout": 30}
+                **_connect,
+                "pool": {"min_size": 1, "max_size": _pool_max, "timeout": 30},
             }
             DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         else:

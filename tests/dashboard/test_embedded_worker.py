@@ -72,3 +72,17 @@ def test_the_embedded_worker_beats_while_it_runs_and_leaves_when_it_stops(owner)
         beat = wait_for(lambda: WorkerBeat.objects.filter(embedded=True).first(), timeout=10)
         assert beat.hostname == embedded.worker.hostname and heartbeat.workers_alive()
     assert not WorkerBeat.objects.exists() and not heartbeat.workers_alive()
+
+
+def test_the_embedded_layout_runs_beat_with_the_sweeper_and_missions_schedules(owner):
+    from django_celery_beat.models import PeriodicTask
+
+    with EmbeddedWorker(concurrency=1, give_up=pytest.fail) as embedded:
+        sweeper = wait_for(
+            lambda: PeriodicTask.objects.filter(task="groups.sweep_requests").first(), timeout=20
+        )
+        assert sweeper.enabled and embedded._beat.is_alive()
+        # Beat runs it at once on a first start (no last run recorded), then every minute.
+        wait_for(lambda: PeriodicTask.objects.get(pk=sweeper.pk).total_run_count >= 1, timeout=20)
+        _wait_until_worker_idle()
+    assert not embedded._beat.is_alive()

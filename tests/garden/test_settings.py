@@ -190,3 +190,25 @@ def test_production_settings_protect_the_session(tmp_path):
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert json.loads(run.stdout)[-1] == ["HTTP_X_FORWARDED_PROTO", "https"], run.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_transaction_left_open_by_a_stopped_process_is_ended_by_postgresql(tmp_path):
+    """Every PostgreSQL session asks for idle_in_transaction_session_timeout, so a worker
+    paused inside a transaction (a frozen VM, SIGSTOP) cannot hold its row locks for ever."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the session setting is PostgreSQL's")
+    with connection.cursor() as cursor:
+        cursor.execute("show idle_in_transaction_session_timeout")
+        assert cursor.fetchone()[0] == "30s"
+    out = probe(
+        tmp_path,
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.DATABASES['default']['OPTIONS']['options'])",
+        DATABASE_URL="postgres://u@db:5432/garden",
+        GARDEN_DB_POOL_MAX="4",
+        GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS="5",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "-c idle_in_transaction_session_timeout=5000"
