@@ -34,7 +34,7 @@ from django.contrib.auth import get_user_model
 from groups.demo import household_finances
 for i in range({groups}):
     user = get_user_model().objects.create_user(username=f"owner{{i}}", password="stress-pass-1")
-    print(household_finances(user).pk)
+    print("group", household_finances(user).pk)
 """
 
 
@@ -128,7 +128,9 @@ def main() -> None:
         capture_output=True,
         text=True,
     )
-    groups = [int(line) for line in seeded.stdout.split()]
+    groups = [
+        int(line.split()[1]) for line in seeded.stdout.splitlines() if line.startswith("group ")
+    ]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = Server(env, port, var / "server.log")

@@ -53,12 +53,14 @@ class EmbeddedWorker:
         concurrency: int = 4,
         loglevel: str = "WARNING",
         beat: bool = True,
+        sweep_on_start: bool = True,
         restarts: int = 3,
         window: float = 60.0,
         give_up: Callable[[str], None] | None = None,
     ) -> None:
         self.app = current_app._get_current_object()  # the project's app (config.celery)
         self.concurrency, self.loglevel, self.beat_wanted = concurrency, loglevel, beat
+        self.sweep_on_start = sweep_on_start
         self.restarts, self.window = restarts, window
         self.give_up = give_up or _exit_loudly
         self.worker: Any = None
@@ -82,7 +84,7 @@ class EmbeddedWorker:
         self._thread.start()
         if not self._ready.wait(30):
             raise RuntimeError("the embedded worker did not start within 30 s")
-        swept = sweep_stranded(older_than_seconds=0)
+        swept = sweep_stranded(older_than_seconds=0) if self.sweep_on_start else {}
         if any(swept.values()):
             log.warning("requests a stopped process left behind, put back on their way: %s", swept)
         if self.beat_wanted:

@@ -5,7 +5,10 @@ left running."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from dashboard.serving import EmbeddedWorker
 from garden import heartbeat
@@ -75,14 +78,28 @@ def test_the_embedded_worker_beats_while_it_runs_and_leaves_when_it_stops(owner)
 
 
 def test_the_embedded_layout_runs_beat_with_the_sweeper_and_missions_schedules(owner):
-    from django_celery_beat.models import PeriodicTask
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-    with EmbeddedWorker(concurrency=1, give_up=pytest.fail) as embedded:
-        sweeper = wait_for(
-            lambda: PeriodicTask.objects.filter(task="groups.sweep_requests").first(), timeout=20
-        )
-        assert sweeper.enabled and embedded._beat.is_alive()
-        # Beat runs it at once on a first start (no last run recorded), then every minute.
-        wait_for(lambda: PeriodicTask.objects.get(pk=sweeper.pk).total_run_count >= 1, timeout=20)
+    # A schedule of the database scheduler's, as each mission's is: beat in this process
+    # sends it and the worker beside it runs it. Here, the sweeper every second.
+    every_second = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(
+        name="probe: sweep every second", task="groups.sweep_requests", interval=every_second
+    )
+    group = household_finances(owner)
+    request = request_create(group=group, text="How much can I save?")
+    request_start_next(group_id=group.pk)
+    # Stranded long ago, past the sweep's age: only a sweep sent by beat puts it back.
+    GroupRequest.objects.filter(pk=request.pk).update(
+        fence=1, completed_fence=0, updated_at=timezone.now() - timedelta(hours=1)
+    )
+    from config.celery import app
+
+    app.control.purge()
+    with EmbeddedWorker(concurrency=2, sweep_on_start=False, give_up=pytest.fail) as embedded:
+        assert embedded._beat.is_alive()
+        wait_for(lambda: answered(request), timeout=30)
+        # The built-in schedule (the sweeper every minute, the purge) is installed too.
+        assert PeriodicTask.objects.filter(name="groups: sweep stranded requests").exists()
         _wait_until_worker_idle()
     assert not embedded._beat.is_alive()
