@@ -77,13 +77,14 @@
 
   stopButton.addEventListener("click", async () => {
     const r = room.request;
+    const cancel = Boolean(r) && r.state === "queued";
     stopButton.disabled = true;
-    const result = r && r.state === "queued"
+    const result = cancel
       ? await api("POST", `${urls.api}/requests/${r.id}/cancel`)
       : await api("POST", `${urls.api}/stop`);
     stopButton.disabled = false;
     if (!result.ok) showErrors(composer, errorsOf(result));
-    else if (result.data) onRequest(result.data.stopped || result.data.request || result.data);
+    else if (result.data) onRequest(cancel ? result.data : result.data.stopped);
     sync();
   });
 
