@@ -85,8 +85,11 @@ def household_finances(owner: AbstractBaseUser) -> Group:
     builtins = agent_builtins_ensure(owner=owner)
     concierge = builtins[Agent.Builtin.CONCIERGE]
     account = concierge.model_account
-    account.options = CONCIERGE_SCRIPT
-    account.save(update_fields=["options"])
+    # Concierge's own offline account learns the team's script; an account its owner put on a
+    # real model is left as it is.
+    if account is not None and account.provider == "scripted":
+        account.options = CONCIERGE_SCRIPT
+        account.save(update_fields=["options"])
 
     def member(handle: str, name: str, colour: str, script: dict, instructions: str) -> Agent:
         agent = Agent.objects.filter(owner=owner, handle=handle).first()

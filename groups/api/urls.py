@@ -10,6 +10,7 @@ from . import views
 
 urlpatterns = [
     path("groups", views.GroupListCreateApi.as_view(), name="groups"),
+    path("groups/starter", views.GroupStarterApi.as_view(), name="group-starter"),
     path("groups/<int:group_id>", views.GroupDetailApi.as_view(), name="group"),
     path("groups/<int:group_id>/restore", views.GroupRestoreApi.as_view(), name="group-restore"),
     path("groups/<int:group_id>/clear", views.GroupClearApi.as_view(), name="group-clear"),

@@ -26,6 +26,7 @@ from groups.services.groups import (
     group_archive,
     group_clear,
     group_create,
+    group_create_starter,
     group_delete,
     group_restore,
     group_update,
@@ -71,6 +72,20 @@ class GroupListCreateApi(APIView):
         data = GroupCreateInput(data=request.data)
         data.is_valid(raise_exception=True)
         group = group_create(owner=request.user, **data.validated_data)
+        return _group_response(request, group.pk, status.HTTP_201_CREATED)
+
+
+class GroupStarterApi(APIView):
+    @extend_schema(
+        tags=TAGS,
+        request=None,
+        responses={201: GroupOutput, 403: _FORBIDDEN, 409: _REFUSED, 429: _REFUSED},
+        description='A first run\'s team in one step: "Household finances", Concierge '
+        "coordinating Ledger and Finance Advisor on offline scripted models. Only for an "
+        "owner with no group yet (409 ROSTER_NOT_EMPTY).",
+    )
+    def post(self, request: Request) -> Response:
+        group = group_create_starter(owner=request.user)
         return _group_response(request, group.pk, status.HTTP_201_CREATED)
 
 

@@ -20,8 +20,9 @@ from django.utils import timezone
 from garden import events
 from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id
 from garden.models import Agent, Conversation, MemoryNote
-from garden.quotas import quota_hold
+from garden.quotas import owner_lock, quota_hold
 from groups import row_locks, rules, scheduling, selectors
+from groups.demo import household_finances
 from groups.models import Group, Membership
 from groups.services.requests import request_stop_active
 
@@ -102,6 +103,24 @@ def _set_members(group: Group, members: Sequence[int]) -> None:
         elif membership.position != position:
             membership.position = position
             membership.save(update_fields=["position"])
+
+
+def group_create_starter(*, owner: AbstractBaseUser) -> Group:
+    """A first run's team in one step: "Household finances", Concierge coordinating Ledger and
+    Finance Advisor, on offline scripted models (move them to real models on their pages).
+    Only for an owner with no group yet (409 ROSTER_NOT_EMPTY otherwise); the agents and their
+    accounts count against the owner's quotas as any others do."""
+    with transaction.atomic():
+        owner_lock(owner.pk)  # two clicks at once make one team
+        if Group.objects.filter(owner=owner, deleted_at__isnull=True).exists():
+            raise ServiceError(
+                "ROSTER_NOT_EMPTY",
+                "The starter team is for a first run: you have a group already.",
+                status=409,
+            )
+        group = household_finances(owner)
+        _push(group, change="created")
+    return group
 
 
 def group_create(

@@ -88,3 +88,21 @@ def test_create_a_group_from_the_sheet(open_page, owner):
     entry = page.locator("#group-list").get_by_role("link", name=re.compile("Household finances"))
     expect(entry).to_be_visible()
     expect(entry.locator(".face")).to_have_count(3)
+
+
+def test_an_empty_roster_creates_the_household_finances_team_in_one_click(open_page, owner):
+    page = open_page(owner)
+    assert_controls_labelled(page)
+    page.get_by_role("button", name="Create the Household finances team").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/groups/\d+/$"))
+    expect(page.locator("#live")).to_have_text("Live")
+    group = Group.objects.get(owner=owner)
+    assert group.name == "Household finances" and group.coordinator.handle == "concierge"
+    assert [m.agent.handle for m in group.memberships.order_by("position")] == [
+        "concierge",
+        "ledger",
+        "advisor",
+    ]
+    # A roster with a group offers it no more.
+    page.goto("/dashboard/")
+    expect(page.get_by_role("button", name="Create the Household finances team")).to_have_count(0)

@@ -4,6 +4,7 @@ embedded default, working the group's requests with its in-process worker."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -187,3 +188,30 @@ def test_with_redis_url_it_serves_only(embedded_env):
     output = stop(serve(env, port))
     assert "REDIS_URL is set: serving only" in output
     assert "embedded worker" not in output
+
+
+@pytest.mark.timeout(90)
+def test_a_site_with_no_user_prints_how_to_sign_in_once(embedded_env):
+    port = free_port()
+    proc = serve(embedded_env, port)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        first = next(line for line in lines if line.startswith("first user:"))
+        password = re.search(r"with the password (\S+) ", first).group(1)
+        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+        client.get("/dashboard/login/")
+        signed_in = client.post(
+            "/dashboard/login/",
+            data={
+                "username": "admin",
+                "password": password,
+                "csrfmiddlewaretoken": client.cookies["csrftoken"],
+                "next": "/dashboard/",
+            },
+            headers={"Referer": f"http://127.0.0.1:{port}/dashboard/login/"},
+        )
+        assert signed_in.status_code == 302, "the printed password signs in"
+    finally:
+        stop(proc)
+    again = stop(serve(embedded_env, port))
+    assert "first user" not in again, "printed once: the site has a user now"

@@ -8,7 +8,15 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from garden.models import Agent, Approval, Artifact, Conversation, MemoryNote, Message
+from garden.models import (
+    Agent,
+    Approval,
+    Artifact,
+    Conversation,
+    MemoryNote,
+    Message,
+    ModelAccount,
+)
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
@@ -574,3 +582,23 @@ def test_archive_hides_from_the_list_and_keeps_the_transcript(api, group):
     assert Message.objects.filter(conversation=conv).count() == 1
     again = api.post(f"/api/groups/{group.pk}/archive")
     assert again.json()["archived_at"] == response.json()["archived_at"]
+
+
+def test_the_starter_team_is_made_once_for_an_empty_roster_and_leaves_a_real_account_alone(
+    api, owner
+):
+    concierge = Agent.objects.get(owner=owner, builtin=Agent.Builtin.CONCIERGE)
+    real = ModelAccount.objects.create(
+        owner=owner, name="Mine", provider="openai", model="m", options={"temperature": 0}
+    )
+    Agent.objects.filter(pk=concierge.pk).update(model_account=real)
+    made = api.post("/api/groups/starter", {})
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["name"] == "Household finances"
+    assert [m["handle"] for m in body["members"]] == ["concierge", "ledger", "advisor"]
+    real.refresh_from_db()
+    assert real.options == {"temperature": 0}, "an account on a real model is left alone"
+    again = api.post("/api/groups/starter", {})
+    assert again.status_code == 409 and again.json()["code"] == "ROSTER_NOT_EMPTY"
+    assert Group.objects.filter(owner=owner).count() == 1

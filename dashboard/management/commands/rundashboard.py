@@ -4,6 +4,7 @@ Celery worker inside the same process so the room's live events reach the page."
 from __future__ import annotations
 
 import re
+import secrets
 from contextlib import nullcontext
 
 from django.conf import settings
@@ -52,6 +53,7 @@ class Command(BaseCommand):
         embedded = not settings.REDIS_URL
         shown_host = f"[{host}]" if ":" in host else host
         self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
+        self._first_user()
         if embedded:
             self.stdout.write(
                 f"embedded worker: {options['worker_concurrency']} threads and beat in this "
@@ -75,3 +77,23 @@ class Command(BaseCommand):
                 signal_handlers=True,
                 verbosity=options["verbosity"],
             ).run()
+
+    def _first_user(self) -> None:
+        """On a site with no user at all, outside production: make the first (a superuser,
+        ``admin``) with a random password printed here, this once. In production, say how."""
+        from django.contrib.auth import get_user_model
+
+        users = get_user_model()
+        if users.objects.exists():
+            return
+        if settings.PRODUCTION:
+            self.stdout.write(
+                "no user yet: create the first with `python manage.py createsuperuser`"
+            )
+            return
+        password = secrets.token_urlsafe(12)
+        users.objects.create_superuser(username="admin", password=password)
+        self.stdout.write(
+            f"first user: sign in as admin with the password {password} (printed this once; "
+            "change it in the admin, or add users with `python manage.py createsuperuser`)"
+        )

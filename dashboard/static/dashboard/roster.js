@@ -1,5 +1,24 @@
-// The roster's creation sheet: name, members, coordinator; the rule set's errors by their fields.
+// The roster: an empty roster's one-click team, and the creation sheet (name, members,
+// coordinator; the rule set's errors by their fields).
 "use strict";
+
+(function () {
+  const { api, errorsOf, showErrors } = window.garden;
+  // An empty roster's one-click team.
+  const starter = document.getElementById("starter");
+  if (!starter) return;
+  const button = document.getElementById("create-starter");
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    const result = await api("POST", "/api/groups/starter");
+    if (result.ok) {
+      window.location.assign(starter.dataset.roomUrl.replace("/0/", `/${result.data.id}/`));
+      return;
+    }
+    button.disabled = false;
+    showErrors(starter, errorsOf(result));
+  });
+})();
 
 (function () {
   const { api, errorsOf, showErrors, checkedIds } = window.garden;
