@@ -1,6 +1,8 @@
 """URL configuration: the admin, the API under /api, the OpenAPI schema."""
 
 from django.contrib import admin
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
@@ -9,6 +11,11 @@ from dashboard.site import site as dashboard_site
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="dashboard:index", permanent=False)),
+    # Browsers ask for /favicon.ico whatever a page links.
+    path(
+        "favicon.ico",
+        lambda request: HttpResponsePermanentRedirect(static("dashboard/favicon.svg")),
+    ),
     path("dashboard/", dashboard_site.urls),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

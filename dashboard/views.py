@@ -15,6 +15,7 @@ from django.urls import reverse
 from dashboard import selectors
 from garden.models import Agent
 from garden.selectors import agent_list
+from garden.services.agents import agent_next_colour
 from groups.models import MEMORY_SENTENCE, Group
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
@@ -70,6 +71,7 @@ def agents(request: HttpRequest) -> HttpResponse:
             title="Agents",
             agents=rows,
             teammates=len(selectors.teammates(rows)),
+            next_colour=agent_next_colour(owner=request.user),
         ),
     )
 

@@ -5,12 +5,21 @@ from datetime import timedelta
 from django import forms
 from django.conf import settings
 from django.contrib import admin
+from django.contrib.auth.models import Group as AuthGroup
 from django.utils import timezone
 
 from garden.errors import ServiceError
 from garden.models import Agent, Artifact, Conversation, Message, ModelAccount, WorkerBeat
 from garden.selectors import account_key_status
 from garden.services.accounts import model_account_check
+
+# The admin speaks of garden; Django's permission groups (unused here) would sit beside
+# garden's groups under the same name.
+admin.site.site_header = "garden administration"
+admin.site.site_title = "garden admin"
+admin.site.index_title = "garden"
+if admin.site.is_registered(AuthGroup):
+    admin.site.unregister(AuthGroup)
 
 
 class ModelAccountForm(forms.ModelForm):

@@ -96,7 +96,7 @@ def household_finances(owner: AbstractBaseUser) -> Group:
         if agent is None:
             acct = model_account_create(
                 owner=owner,
-                name=f"{name} (scripted)",
+                name=f"{name}'s script",
                 provider="scripted",
                 model="scripted",
                 options=script,

@@ -136,7 +136,11 @@ class AgentOutput(serializers.ModelSerializer):
 class AgentInput(serializers.Serializer):
     handle = serializers.SlugField(max_length=40)
     name = serializers.CharField(max_length=100)
-    colour = serializers.RegexField(r"^#[0-9a-fA-F]{6}$", required=False, default="#5b8def")
+    colour = serializers.RegexField(
+        r"^#[0-9a-fA-F]{6}$",
+        required=False,
+        help_text="#rrggbb; by default the next of a palette, so faces differ.",
+    )
     instructions = serializers.CharField(required=False, allow_blank=True, default="")
     model_account = serializers.IntegerField(required=False)
     enabled_tools = serializers.ListField(

@@ -154,7 +154,7 @@ class AgentListCreateApi(APIView):
                 name=v["name"],
                 model_account=account,
                 instructions=v["instructions"],
-                colour=v["colour"],
+                colour=v.get("colour"),
                 enabled_tools=v["enabled_tools"],
                 approval_tools=v["approval_tools"],
                 delegation_allowlist=allow,

@@ -49,6 +49,26 @@ def agent_builtins_ensure(*, owner: AbstractBaseUser) -> dict[str, Agent]:
     return found
 
 
+# New agents take these in turn, so faces in a room tell their speakers apart.
+PALETTE = (
+    "#5b8def",
+    "#c0392b",
+    "#8e44ad",
+    "#16a085",
+    "#d35400",
+    "#2c3e50",
+    "#b7950b",
+    "#1f7a3d",
+    "#a93226",
+    "#2471a3",
+)
+
+
+def agent_next_colour(*, owner: AbstractBaseUser) -> str:
+    """The colour a new agent of ``owner`` gets unless one is chosen."""
+    return PALETTE[Agent.objects.filter(owner=owner).count() % len(PALETTE)]
+
+
 def agent_create(
     *,
     owner: AbstractBaseUser,
@@ -56,7 +76,7 @@ def agent_create(
     name: str,
     model_account: ModelAccount,
     instructions: str = "",
-    colour: str = "#5b8def",
+    colour: str | None = None,
     enabled_tools: list[str] | None = None,
     approval_tools: list[str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
@@ -68,7 +88,7 @@ def agent_create(
         name=name,
         model_account=model_account,
         instructions=instructions,
-        colour=colour,
+        colour=colour or agent_next_colour(owner=owner),
         enabled_tools=enabled_tools or [],
         approval_tools=approval_tools or [],
     )

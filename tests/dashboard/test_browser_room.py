@@ -324,7 +324,8 @@ def test_delete_without_undo_leaves_for_the_roster_after_ten_seconds(open_page, 
     assert page.url.endswith(room_url(group))
     page.clock.run_for(1500)
     expect(page).to_have_url(re.compile(r"/dashboard/$"))
-    expect(page.locator("body")).not_to_contain_text("Household finances")
+    expect(page.locator("#group-list")).to_have_count(0)
+    expect(page.locator(f'a[href="/dashboard/groups/{group.pk}/"]')).to_have_count(0)
 
 
 def test_the_canvas_opens_the_groups_artifacts_in_place(open_page, owner):

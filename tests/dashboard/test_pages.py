@@ -111,7 +111,7 @@ def test_a_deleted_group_is_404_at_once(signed_in, owner):
     group = household(owner)
     group_delete(group=group)
     assert signed_in.get(f"/dashboard/groups/{group.pk}/").status_code == 404
-    assert "Household finances" not in signed_in.get("/dashboard/").content.decode()
+    assert f"/dashboard/groups/{group.pk}/" not in signed_in.get("/dashboard/").content.decode()
 
 
 def test_the_canvas_lists_what_this_group_made_tagged_with_its_agent(signed_in, owner):

@@ -50,3 +50,35 @@ def test_non_staff_cannot_reach_admin(client, owner):
     client.force_login(owner)
     response = client.get("/admin/garden/agent/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_admin_speaks_of_garden_and_lists_no_permission_groups(client, staff):
+    client.force_login(staff)
+    index = client.get("/admin/").content.decode()
+    assert "garden administration" in index and "Django administration" not in index
+    assert "/admin/auth/group/" not in index, "Django's groups beside garden's"
+    assert "/admin/groups/group/" in index
+
+
+def test_a_new_agent_takes_the_next_colour_so_faces_differ(owner):
+    from garden.services.accounts import scripted_account_for
+    from garden.services.agents import agent_create
+
+    account = scripted_account_for(owner=owner)
+    made = [
+        agent_create(owner=owner, handle=f"a{i}", name=f"A{i}", model_account=account)
+        for i in range(3)
+    ]
+    assert len({a.colour for a in made}) == 3
+    chosen = agent_create(
+        owner=owner, handle="c", name="C", model_account=account, colour="#123456"
+    )
+    assert chosen.colour == "#123456"
+
+
+def test_the_site_has_a_favicon(client):
+    from django.contrib.staticfiles import finders
+
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith("dashboard/favicon.svg")
+    assert finders.find("dashboard/favicon.svg")

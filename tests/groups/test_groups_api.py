@@ -122,7 +122,7 @@ def test_create_defaults_to_concierge_and_returns_the_group(api, team):
         "id": team["ledger"].pk,
         "handle": "ledger",
         "name": "Ledger",
-        "colour": "#5b8def",
+        "colour": team["ledger"].colour,
         "can_run": True,
         "removed": False,
     }
