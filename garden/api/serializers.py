@@ -8,6 +8,9 @@ from rest_framework import serializers
 from garden.models import Agent, Conversation, ModelAccount
 from garden.selectors import account_key_status
 
+# An agent's instructions travel with every call it makes: long enough for a real brief.
+INSTRUCTIONS_MAX_CHARS = 20_000
+
 
 class AccountKeyOutput(serializers.Serializer):
     """Where the account's key comes from and whether it works now; never the key."""
@@ -141,17 +144,47 @@ class AgentInput(serializers.Serializer):
         required=False,
         help_text="#rrggbb; by default the next of a palette, so faces differ.",
     )
-    instructions = serializers.CharField(required=False, allow_blank=True, default="")
+    instructions = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=INSTRUCTIONS_MAX_CHARS
+    )
     model_account = serializers.IntegerField(required=False)
     enabled_tools = serializers.ListField(
-        child=serializers.CharField(max_length=80), required=False, default=list
+        child=serializers.CharField(max_length=80), required=False, default=list, max_length=50
     )
     approval_tools = serializers.ListField(
-        child=serializers.CharField(max_length=80), required=False, default=list
+        child=serializers.CharField(max_length=80), required=False, default=list, max_length=50
     )
     delegation_allowlist = serializers.ListField(
-        child=serializers.SlugField(max_length=40), required=False, default=list
+        child=serializers.SlugField(max_length=40), required=False, default=list, max_length=200
     )
+
+
+class AgentChangeInput(serializers.Serializer):
+    """Every part optional; the handle stays (mentions and transcripts name it)."""
+
+    name = serializers.CharField(max_length=100, required=False)
+    colour = serializers.RegexField(r"^#[0-9a-fA-F]{6}$", required=False)
+    instructions = serializers.CharField(
+        required=False, allow_blank=True, max_length=INSTRUCTIONS_MAX_CHARS
+    )
+    model_account = serializers.IntegerField(required=False)
+    enabled_tools = serializers.ListField(
+        child=serializers.CharField(max_length=80), required=False, max_length=50
+    )
+    approval_tools = serializers.ListField(
+        child=serializers.CharField(max_length=80), required=False, max_length=50
+    )
+    delegation_allowlist = serializers.ListField(
+        child=serializers.SlugField(max_length=40), required=False, max_length=200
+    )
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "handle" in data:
+            raise serializers.ValidationError(
+                {"handle": ["The handle cannot change: mentions and transcripts name it."]},
+                code="HANDLE_FIXED",
+            )
+        return super().to_internal_value(data)
 
 
 class ConversationOutput(serializers.ModelSerializer):

@@ -16,6 +16,7 @@ urlpatterns = [
     ),
     path("credentials", views.CredentialListApi.as_view(), name="credentials"),
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
+    path("agents/<int:agent_id>", views.AgentDetailApi.as_view(), name="agent"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
     path(
         "conversations/<int:conversation_id>/messages",

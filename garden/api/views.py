@@ -13,6 +13,7 @@ from garden import selectors
 from garden.api.errors import ApiError
 from garden.api.serializers import (
     AccountTestOutput,
+    AgentChangeInput,
     AgentInput,
     AgentOutput,
     ConversationInput,
@@ -34,7 +35,7 @@ from garden.services.accounts import (
     model_account_update,
     scripted_account_for,
 )
-from garden.services.agents import agent_create
+from garden.services.agents import agent_create, agent_remove, agent_update
 from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create, message_payload
 
@@ -125,26 +126,10 @@ class AgentListCreateApi(APIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         if "model_account" in v:
-            account = (
-                selectors.model_account_list(owner=request.user)
-                .filter(pk=v["model_account"])
-                .first()
-            )
-            if account is None:
-                raise ApiError(
-                    "MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account"
-                )
+            account = _owned_account(request, v["model_account"])
         else:
             account = scripted_account_for(owner=request.user)
-        handles = v["delegation_allowlist"]
-        allow = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))
-        missing = sorted(set(handles) - {a.handle for a in allow})
-        if missing:
-            raise ApiError(
-                "UNKNOWN_AGENT",
-                f"Unknown agents: {', '.join(missing)}.",
-                field="delegation_allowlist",
-            )
+        allow = _owned_agents(request, v["delegation_allowlist"])
         if Agent.objects.filter(owner=request.user, handle=v["handle"]).exists():
             raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle")
         try:
@@ -162,6 +147,71 @@ class AgentListCreateApi(APIView):
         except IntegrityError as exc:  # a concurrent create took the handle
             raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle") from exc
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
+
+
+def _owned_account(request: Request, account_id: int):
+    account = selectors.model_account_list(owner=request.user).filter(pk=account_id).first()
+    if account is None:
+        raise ApiError("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account")
+    return account
+
+
+def _owned_agents(request: Request, handles: list[str]) -> list[Agent]:
+    """The owner's agents of ``handles`` (an allowlist), refusing any it does not name."""
+    found = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))
+    missing = sorted(set(handles) - {a.handle for a in found})
+    if missing:
+        raise ApiError(
+            "UNKNOWN_AGENT", f"Unknown agents: {', '.join(missing)}.", field="delegation_allowlist"
+        )
+    return found
+
+
+class AgentDetailApi(APIView):
+    def _agent(self, request: Request, agent_id: int) -> Agent:
+        agent = (
+            selectors.agent_list(owner=request.user)
+            .prefetch_related("delegation_allowlist")
+            .filter(pk=agent_id)
+            .first()
+        )
+        if agent is None:
+            raise not_found("agent")
+        return agent
+
+    @extend_schema(responses=AgentOutput)
+    def get(self, request: Request, agent_id: int) -> Response:
+        return Response(AgentOutput(self._agent(request, agent_id)).data)
+
+    @extend_schema(
+        request=AgentChangeInput,
+        responses=AgentOutput,
+        description="Change what is given: name, colour, instructions, model account, enabled "
+        "tools, tools needing approval, delegation allowlist (handles). The next step of every "
+        "group the agent is in uses the change; the handle stays.",
+    )
+    def patch(self, request: Request, agent_id: int) -> Response:
+        agent = self._agent(request, agent_id)
+        data = AgentChangeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = dict(data.validated_data)
+        if "model_account" in v:
+            v["model_account"] = _owned_account(request, v["model_account"])
+        if "delegation_allowlist" in v:
+            v["delegation_allowlist"] = _owned_agents(request, v["delegation_allowlist"])
+        agent = agent_update(agent=agent, **v)
+        return Response(AgentOutput(self._agent(request, agent.pk)).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        description="Remove the agent: it stops running and leaves the agents list; its turns "
+        "keep their speaker. 409 BUILTIN_AGENT for Concierge and Agent Father, 409 "
+        "AGENT_COORDINATES while it coordinates a group.",
+    )
+    def delete(self, request: Request, agent_id: int) -> Response:
+        agent_remove(agent=self._agent(request, agent_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class ConversationListCreateApi(APIView):

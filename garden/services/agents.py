@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
-from garden.errors import QuotaExceeded
+from garden.errors import FieldError, QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
+from garden.tools import all_tools
 
 MAKER_TOOLS = ["platform.update_group", "platform.archive_group"]
 
@@ -69,6 +71,41 @@ def agent_next_colour(*, owner: AbstractBaseUser) -> str:
     return PALETTE[Agent.objects.filter(owner=owner).count() % len(PALETTE)]
 
 
+def agent_tools_check(*, builtin: str, enabled_tools: list[str], approval_tools: list[str]) -> None:
+    """Refuse tools an agent cannot be given, naming each: unknown names, the loop's own tools
+    (group.ask is the coordinator's by its role, not a setting), the maker's platform tools on
+    anyone but the maker, and approval asked for a tool the agent does not have."""
+    tools = all_tools()
+    errors: list[FieldError] = []
+    for name in dict.fromkeys(enabled_tools):
+        tool = tools.get(name)
+        if tool is None:
+            errors.append(FieldError("enabled_tools", "UNKNOWN_TOOL", f"No such tool: {name}."))
+        elif tool.loop_handled:
+            errors.append(
+                FieldError(
+                    "enabled_tools",
+                    "TOOL_NOT_ALLOWED",
+                    f"{name} comes with the agent's role in a group; it is not enabled by hand.",
+                )
+            )
+        elif name in MAKER_TOOLS and builtin != Agent.Builtin.MAKER:
+            errors.append(
+                FieldError("enabled_tools", "TOOL_NOT_ALLOWED", f"{name} is Agent Father's alone.")
+            )
+    for name in dict.fromkeys(approval_tools):
+        if name not in enabled_tools:
+            errors.append(
+                FieldError(
+                    "approval_tools",
+                    "TOOL_NOT_ENABLED",
+                    f"{name} is not among the agent's tools, so it cannot need approval.",
+                )
+            )
+    if errors:
+        raise ServiceError(errors[0].code, errors[0].message, field=errors[0].field, errors=errors)
+
+
 def agent_create(
     *,
     owner: AbstractBaseUser,
@@ -82,6 +119,9 @@ def agent_create(
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``."""
+    agent_tools_check(
+        builtin="", enabled_tools=enabled_tools or [], approval_tools=approval_tools or []
+    )
     agent = Agent(
         owner=owner,
         handle=handle,
@@ -108,3 +148,87 @@ def agent_create(
             ),
         )
     return agent
+
+
+_UNSET = object()
+
+
+def agent_update(
+    *,
+    agent: Agent,
+    name: str | None = None,
+    colour: str | None = None,
+    instructions: str | None = None,
+    model_account: ModelAccount | None = None,
+    enabled_tools: list[str] | None = None,
+    approval_tools: list[str] | None = None,
+    delegation_allowlist: list[Agent] | None = None,
+) -> Agent:
+    """Change what is given (``None`` leaves a part as it is); the caller has checked that
+    ``model_account`` and the allowlist's agents are the owner's.
+
+    A step already running keeps the settings it read; the next step of every room the agent
+    is in reads the new ones (the room's roster follows the agent row).
+    """
+    if agent.removed_at is not None:
+        raise ServiceError(
+            "AGENT_REMOVED", f"@{agent.handle} has been removed; it cannot change.", status=409
+        )
+    tools = agent.enabled_tools if enabled_tools is None else enabled_tools
+    approvals = agent.approval_tools if approval_tools is None else approval_tools
+    if enabled_tools is not None or approval_tools is not None:
+        if enabled_tools is not None and approval_tools is None:
+            # Taking a tool away takes its approval rule with it.
+            approvals = [t for t in approvals if t in tools]
+        agent_tools_check(builtin=agent.builtin, enabled_tools=tools, approval_tools=approvals)
+    if delegation_allowlist is not None and any(a.pk == agent.pk for a in delegation_allowlist):
+        raise ServiceError(
+            "SELF_DELEGATION",
+            "An agent does not ask itself for help.",
+            field="delegation_allowlist",
+        )
+    changes = {
+        "name": name,
+        "colour": colour,
+        "instructions": instructions,
+        "model_account": model_account,
+    }
+    fields = [key for key, value in changes.items() if value is not None]
+    for key in fields:
+        setattr(agent, key, changes[key])
+    agent.enabled_tools = list(dict.fromkeys(tools))
+    agent.approval_tools = list(dict.fromkeys(approvals))
+    fields += ["enabled_tools", "approval_tools"]
+    agent.full_clean(exclude=["owner", "delegation_allowlist"], validate_unique=False)
+    with transaction.atomic():
+        agent.save(update_fields=fields)
+        if delegation_allowlist is not None:
+            agent.delegation_allowlist.set(delegation_allowlist)
+    return agent
+
+
+def agent_remove(*, agent: Agent) -> None:
+    """Take ``agent`` out of garden: it stops running and cannot join or coordinate a group.
+
+    Its turns keep their speaker, groups it is a member of keep it listed (it can be taken
+    out), and its handle stays its own. Built-in agents stay; an agent coordinating a group is
+    refused until the group has another coordinator.
+    """
+    if agent.builtin:
+        raise ServiceError(
+            "BUILTIN_AGENT",
+            f"{agent.name} is built in; change its model account or instructions instead.",
+            status=409,
+        )
+    # The groups app sits above this one: its rows are reached through the relation it adds.
+    coordinated = list(
+        agent.coordinated_groups.filter(deleted_at__isnull=True).values_list("name", flat=True)
+    )
+    if coordinated:
+        names = ", ".join(coordinated)
+        raise ServiceError(
+            "AGENT_COORDINATES",
+            f"@{agent.handle} coordinates {names}; choose another coordinator there first.",
+            status=409,
+        )
+    Agent.objects.filter(pk=agent.pk, removed_at__isnull=True).update(removed_at=timezone.now())
