@@ -109,11 +109,13 @@ def private_broker():
     filesystem queue under var/ is another test's worker's to consume, not ours."""
     from config.celery import app
 
-    saved = {key: app.conf[key] for key in ("broker_url", "broker_transport_options")}
+    keys = ("broker_url", "broker_transport", "broker_transport_options")
+    saved = {key: app.conf[key] for key in keys}
     # Celery's own after-fork reset: forget the pooled broker connections, so the next
     # publish connects with the new settings (app.close() would also unregister the app).
     app._after_fork()
-    app.conf.update(broker_url="memory://", broker_transport_options={})
+    # The embedded default names its transport apart from the URL; memory:// replaces both.
+    app.conf.update(broker_url="memory://", broker_transport=None, broker_transport_options={})
     try:
         yield
     finally:
