@@ -1,7 +1,8 @@
 """The dashboard's admin site: any active signed-in person, for their own agents and groups.
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
-agents page, an agent's page and a group's room, all reads scoped to the signed-in owner.
+agents page, an agent's page, the model accounts and a group's room, all reads scoped to the
+signed-in owner.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
 
 from dashboard import views
 
@@ -27,6 +28,11 @@ class DashboardSite(admin.AdminSite):
         user = request.user
         return bool(user.is_active and user.is_authenticated)
 
+    def each_context(self, request: HttpRequest) -> dict:
+        # {% url 'admin:index' %} on this site's pages resolves to this site: the user menu's
+        # link to the staff admin is named here.
+        return {**super().each_context(request), "staff_admin_url": reverse("admin:index")}
+
     def admin_view(self, view, cacheable: bool = False):
         """Every page of this site knows its site (the views never import it): namespaced
         admin URLs in the templates resolve here, and the context is the site's."""
@@ -42,6 +48,7 @@ class DashboardSite(admin.AdminSite):
         own = [
             path("agents/", self.admin_view(views.agents), name="agents"),
             path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
+            path("accounts/", self.admin_view(views.accounts), name="accounts"),
             path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
             path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),
         ]

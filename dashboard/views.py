@@ -13,9 +13,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from dashboard import selectors
-from garden.models import Agent
-from garden.selectors import agent_list
-from garden.services.agents import agent_next_colour
+from garden.credentials import credentials_for
+from garden.models import Agent, ModelAccount
+from garden.selectors import account_key_status, agent_list, model_account_list
+from garden.services.agents import agent_next_colour, assignable_tools
 from groups.models import MEMORY_SENTENCE, Group
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
@@ -77,9 +78,30 @@ def agents(request: HttpRequest) -> HttpResponse:
 
 
 def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
-    agent = agent_list(owner=request.user).filter(pk=agent_id).first()
+    """An agent's settings, edited in place (PATCH /api/agents/:id), and its removal."""
+    agent = (
+        agent_list(owner=request.user)
+        .prefetch_related("delegation_allowlist")
+        .filter(pk=agent_id)
+        .first()
+    )
     if agent is None:
         raise Http404("No such agent.")
+    allowed = {a.pk for a in agent.delegation_allowlist.all()}
+    tools = [
+        {
+            "name": name,
+            "description": description,
+            "enabled": name in agent.enabled_tools,
+            "approval": name in agent.approval_tools,
+        }
+        for name, description in assignable_tools(builtin=agent.builtin).items()
+    ]
+    others = [
+        {"agent": other, "allowed": other.pk in allowed}
+        for other in selectors.group_candidates(agent_list(owner=request.user))
+        if other.pk != agent.pk
+    ]
     return TemplateResponse(
         request,
         "dashboard/agent.html",
@@ -88,6 +110,34 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             title=agent.name,
             agent=agent,
             groups=selectors.agent_groups(owner=request.user, agent=agent),
+            accounts=model_account_list(owner=request.user),
+            tools=tools,
+            others=others,
+            coordinates=list(agent.coordinated_groups.filter(deleted_at__isnull=True)),
+        ),
+    )
+
+
+def accounts(request: HttpRequest) -> HttpResponse:
+    """The owner's model accounts: where each key comes from, who uses it, a Test button, and
+    the form that adds one (POST /api/model-accounts)."""
+    rows = list(model_account_list(owner=request.user).prefetch_related("agents"))
+    for account in rows:
+        account.key_status = account_key_status(account)
+        account.users = [a for a in account.agents.all() if a.removed_at is None]
+    return TemplateResponse(
+        request,
+        "dashboard/accounts.html",
+        _context(
+            request,
+            title="Model accounts",
+            accounts=rows,
+            credentials=credentials_for(request.user),
+            providers=[
+                (value, label)
+                for value, label in ModelAccount.Provider.choices
+                if value != ModelAccount.Provider.SCRIPTED
+            ],
         ),
     )
 

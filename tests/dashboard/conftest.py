@@ -142,6 +142,13 @@ def open_page(chromium, dashboard_server, transactional_db) -> Iterator[Callable
 
 
 @pytest.fixture
+def signed_in(client, owner):
+    """Django's test client signed in as ``owner``."""
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
 def live_worker(celery_worker_thread):
     """The real in-process worker; a name that says why a browser test needs it."""
     return celery_worker_thread
@@ -169,6 +176,20 @@ def assert_controls_labelled(page: Any) -> None:
     assert not problems, problems
 
 
+def assert_accessible(page: Any) -> None:
+    """axe-core finds no serious or critical violation on the page as it is now."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    found = [
+        f"{v['id']} ({v['impact']}): {v['help']} — "
+        + "; ".join(node["target"][0] if node["target"] else "?" for node in v["nodes"][:3])
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+    assert not found, found
+
+
 def tab_until(page: Any, selector: str, *, limit: int = 60) -> None:
     """Press Tab until the element matching ``selector`` has focus; fail if it never does."""
     target = page.locator(selector)
@@ -177,6 +198,24 @@ def tab_until(page: Any, selector: str, *, limit: int = 60) -> None:
         if target.evaluate("el => el === document.activeElement"):
             return
     pytest.fail(f"{selector} was not reached with Tab in {limit} presses")
+
+
+def room_url(group: Any) -> str:
+    return f"/dashboard/groups/{group.pk}/"
+
+
+def open_room(open_page: Callable[..., Any], user: Any, group: Any) -> Any:
+    """The group's room, signed in as ``user``, once its live connection is up."""
+    from playwright.sync_api import expect
+
+    page = open_page(user, room_url(group))
+    expect(page.locator("#live")).to_have_text("Live")
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.get_by_label("Message to the group").fill(text)
+    page.get_by_role("button", name="Send").click()
 
 
 def text_of(page: Any, selector: str) -> str:

@@ -27,7 +27,9 @@ def test_groups_appear_once_two_agents_besides_agent_father_can_run(open_page, o
     page.get_by_label("Name").fill("Ledger")
     page.get_by_label("Handle").fill("ledger")
     page.get_by_role("button", name="Add agent").click()
-    expect(page.locator(".roster-list")).to_contain_text("@ledger")
+    # The new agent's page opens, to give it instructions and a model.
+    expect(page.get_by_role("heading", level=1)).to_contain_text("@ledger")
+    expect(page.get_by_label("Instructions")).to_be_visible()
 
     page.get_by_role("navigation", name="Dashboard").get_by_role("link", name="Roster").click()
     expect(heading).to_have_text("Groups")

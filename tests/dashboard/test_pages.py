@@ -20,12 +20,6 @@ pytestmark = pytest.mark.django_db
 GROUP_RULE = "A group needs two agents; add a teammate."
 
 
-@pytest.fixture
-def signed_in(client, owner):
-    client.force_login(owner)
-    return client
-
-
 def test_root_redirects_to_the_dashboard(client):
     response = client.get("/")
     assert response.status_code == 302 and response["Location"] == "/dashboard/"

@@ -1,4 +1,4 @@
-// The agents page's small create form, posting to /api/agents.
+// The agents page's small create form, posting to /api/agents, then opening the new agent.
 "use strict";
 
 (function () {
@@ -17,7 +17,8 @@
     });
     submit.disabled = false;
     if (result.ok) {
-      window.location.reload();
+      // Straight to its settings: instructions, tools and a model are what it needs next.
+      window.location.assign(`${window.location.pathname}${result.data.id}/`);
       return;
     }
     showErrors(form, errorsOf(result));

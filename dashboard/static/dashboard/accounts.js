@@ -1,0 +1,83 @@
+// The model accounts page: add (POST), edit (PATCH; an empty key keeps the stored one), delete,
+// and Test, which makes one tiny call and shows the named result.
+"use strict";
+
+(function () {
+  const { api, errorsOf, showErrors } = window.garden;
+
+  function fields(form) {
+    const body = {};
+    for (const name of ["name", "model", "base_url", "credential", "provider"]) {
+      if (form.elements[name]) body[name] = form.elements[name].value.trim();
+    }
+    const key = form.elements.api_key.value.trim();
+    if (key) body.api_key = key;
+    return body;
+  }
+
+  const create = document.getElementById("account-form");
+  create.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const submit = create.querySelector("[type=submit]");
+    submit.disabled = true;
+    const result = await api("POST", "/api/model-accounts", fields(create));
+    submit.disabled = false;
+    if (result.ok) {
+      window.location.reload();
+      return;
+    }
+    showErrors(create, errorsOf(result));
+  });
+
+  document.querySelectorAll(".account").forEach((row) => {
+    const url = `/api/model-accounts/${row.dataset.id}`;
+    const result = row.querySelector(".test-result");
+    const rowError = row.querySelector(".js-row-error");
+    const test = row.querySelector(".js-test");
+    test.addEventListener("click", async () => {
+      test.disabled = true;
+      result.className = "test-result";
+      result.textContent = "Testing…";
+      const answer = await api("POST", `${url}/test`);
+      test.disabled = false;
+      if (!answer.ok) {
+        result.className = "test-result test-result--failed";
+        result.textContent = errorsOf(answer)[0].message;
+        return;
+      }
+      const { ok, code, message } = answer.data;
+      result.className = `test-result test-result--${ok ? "ok" : "failed"}`;
+      result.textContent = ok ? `Works. ${message}` : `${code}: ${message}`;
+    });
+
+    const edit = row.querySelector(".js-edit");
+    const form = row.querySelector(".js-edit-form");
+    if (edit && form) {
+      edit.addEventListener("click", () => {
+        form.hidden = !form.hidden;
+        edit.setAttribute("aria-expanded", String(!form.hidden));
+        if (!form.hidden) form.elements.name.focus();
+      });
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const answer = await api("PATCH", url, fields(form));
+        if (answer.ok) {
+          window.location.reload();
+          return;
+        }
+        showErrors(form, errorsOf(answer));
+      });
+    }
+
+    row.querySelector(".js-delete").addEventListener("click", async () => {
+      const name = row.querySelector("h3").textContent;
+      if (!window.confirm(`Delete the model account ${name}?`)) return;
+      const answer = await api("DELETE", url);
+      if (answer.ok) {
+        row.remove();
+        return;
+      }
+      rowError.textContent = errorsOf(answer)[0].message;
+    });
+  });
+})();

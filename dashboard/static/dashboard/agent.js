@@ -1,0 +1,66 @@
+// An agent's page: its settings saved with PATCH /api/agents/:id, its removal with DELETE.
+"use strict";
+
+(function () {
+  const { api, errorsOf, showErrors } = window.garden;
+  const form = document.getElementById("agent-settings");
+  const saved = document.getElementById("agent-saved");
+
+  const checked = (name) =>
+    [...form.querySelectorAll(`input[name="${name}"]:checked`)].map((input) => input.value);
+
+  // Approval only makes sense for a tool the agent has: ticking it gives the tool too.
+  form.addEventListener("change", (event) => {
+    const input = event.target;
+    if (input.name === "approval_tools" && input.checked) {
+      const tool = form.querySelector(`input[name="enabled_tools"][value="${input.value}"]`);
+      if (tool) tool.checked = true;
+    }
+    if (input.name === "enabled_tools" && !input.checked) {
+      const approval = form.querySelector(`input[name="approval_tools"][value="${input.value}"]`);
+      if (approval) approval.checked = false;
+    }
+    saved.textContent = "";
+  });
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const submit = form.querySelector("[type=submit]");
+    const body = {
+      name: form.elements.name.value.trim(),
+      colour: form.elements.colour.value,
+      instructions: form.elements.instructions.value,
+      enabled_tools: checked("enabled_tools"),
+      approval_tools: checked("approval_tools"),
+      delegation_allowlist: checked("delegation_allowlist"),
+    };
+    const account = form.elements.model_account.value;
+    if (account) body.model_account = Number(account);
+    submit.disabled = true;
+    saved.textContent = "Saving…";
+    const result = await api("PATCH", form.dataset.url, body);
+    submit.disabled = false;
+    showErrors(form, result.ok ? [] : errorsOf(result));
+    if (!result.ok) {
+      saved.textContent = "";
+      return;
+    }
+    saved.textContent = "Saved. The next step of its groups uses it.";
+    document.querySelectorAll(".js-agent-name").forEach((node) => { node.textContent = result.data.name; });
+    document.title = `${result.data.name} | ${document.title.split(" | ").pop()}`;
+  });
+
+  const remove = document.getElementById("agent-remove");
+  if (!remove) return;
+  remove.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const name = form.elements.name.value.trim();
+    if (!window.confirm(`Remove ${name}? It stops working and leaves your agents.`)) return;
+    const result = await api("DELETE", remove.dataset.url);
+    if (result.ok) {
+      window.location.assign(remove.dataset.next);
+      return;
+    }
+    showErrors(remove, errorsOf(result));
+  });
+})();

@@ -1,0 +1,176 @@
+"""Setting up a team on real models without a shell: an agent's settings page, a group's
+coordinator, the model accounts page and its Test against a real local HTTP server, and axe
+on each page."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from garden.models import Agent, ModelAccount
+from groups.models import Group
+from tests.dashboard.conftest import assert_accessible, assert_controls_labelled, tab_until
+from tests.dashboard.helpers import household, teammate
+from tests.garden.providers.httpserver import Respond, ScriptedServer
+from tests.groups.helpers import openai_reply
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
+
+SECRET = "sk-test-secret-never-shown"
+
+
+@pytest.fixture
+def model_server(loopback_providers):
+    server = ScriptedServer()
+    yield server
+    server.close()
+
+
+def test_edit_an_agents_instructions_model_account_and_tools(open_page, owner, model_server):
+    local = ModelAccount.objects.create(
+        owner=owner,
+        name="Local llama",
+        provider="openai",
+        model="llama3.1",
+        base_url=f"{model_server.url}/v1",
+    )
+    teammate(owner, "ledger", "Ledger")
+    concierge = Agent.objects.get(owner=owner, handle="concierge")
+    page = open_page(owner, f"/dashboard/agents/{concierge.pk}/")
+    assert_controls_labelled(page)
+    assert_accessible(page)
+
+    page.get_by_label("Instructions").fill("Coordinate the household's money questions.")
+    page.get_by_label("Model account").select_option(
+        label="Local llama — OpenAI-compatible · llama3.1"
+    )
+    page.get_by_label("Name").fill("Head Concierge")
+    # Asking approval for a tool gives the tool too; the page says so before saving.
+    page.get_by_role("checkbox", name="needs your approval").first.check()
+    page.get_by_role("checkbox", name="Ledger @ledger").check()
+    tab_until(page, "#agent-settings [type=submit]")
+    page.keyboard.press("Enter")
+    expect(page.locator("#agent-saved")).to_have_text(re.compile("^Saved"))
+    expect(page.get_by_role("heading", level=1)).to_contain_text("Head Concierge")
+
+    concierge.refresh_from_db()
+    assert concierge.instructions == "Coordinate the household's money questions."
+    assert concierge.model_account_id == local.pk
+    assert concierge.name == "Head Concierge"
+    assert concierge.enabled_tools == concierge.approval_tools == ["file.write"]
+    assert list(concierge.delegation_allowlist.values_list("handle", flat=True)) == ["ledger"]
+
+    # A refusal is shown by its field and nothing changes.
+    page.get_by_label("Name").fill("")
+    page.get_by_role("button", name="Save changes").click()
+    expect(page.locator("[data-error-for=name]")).not_to_be_empty()
+    concierge.refresh_from_db()
+    assert concierge.name == "Head Concierge"
+
+
+def test_change_the_coordinator_of_a_group(open_page, owner):
+    group = household(owner)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    page = open_page(owner, f"/dashboard/groups/{group.pk}/")
+    page.get_by_role("button", name="Group menu").click()
+    page.get_by_role("menuitem", name="Members").click()
+    sheet = page.get_by_role("dialog", name="Members")
+    sheet.get_by_text("Change members or coordinator").click()
+    sheet.get_by_label("Coordinator").select_option(label="Ledger (@ledger)")
+    sheet.get_by_role("button", name="Save members").click()
+    expect(sheet).to_be_hidden()
+    group.refresh_from_db()
+    assert group.coordinator_id == ledger.pk
+    page.get_by_role("button", name="Group menu").click()
+    page.get_by_role("menuitem", name="Members").click()
+    expect(sheet.locator("#member-rows li", has_text="@ledger")).to_contain_text("coordinator")
+    expect(sheet.locator("#member-rows li", has_text="@concierge")).not_to_contain_text(
+        "coordinator"
+    )
+
+
+def test_remove_an_agent_and_keep_the_built_ins(open_page, owner):
+    ledger = teammate(owner, "ledger", "Ledger")
+    page = open_page(owner, f"/dashboard/agents/{ledger.pk}/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Remove Ledger…").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/agents/$"))
+    expect(page.locator(".roster-list")).not_to_contain_text("@ledger")
+    ledger.refresh_from_db()
+    assert ledger.removed_at is not None
+    concierge = Agent.objects.get(owner=owner, handle="concierge")
+    page.goto(f"/dashboard/agents/{concierge.pk}/")
+    expect(page.get_by_role("button", name=re.compile("^Remove"))).to_have_count(0)
+
+
+def test_add_a_model_account_and_test_it_against_a_real_server(open_page, owner, model_server):
+    page = open_page(owner, "/dashboard/agents/")
+    page.get_by_role("navigation", name="Dashboard").get_by_role(
+        "link", name="Model accounts"
+    ).click()
+    expect(page).to_have_url(re.compile(r"/dashboard/accounts/$"))
+    assert_controls_labelled(page)
+    assert_accessible(page)
+
+    form = page.locator("#account-form")
+    form.get_by_label("Provider").select_option("openai")
+    form.get_by_label("Name").fill("Local server")
+    form.get_by_label("Model").fill("m")
+    form.get_by_label("Base URL").fill(f"{model_server.url}/v1")
+    form.get_by_label("API key").fill(SECRET)
+    form.get_by_role("button", name="Add account").click()
+    row = page.locator(".account", has_text="Local server")
+    expect(row).to_be_visible()
+    expect(row).to_contain_text("your key (stored encrypted)")
+    assert SECRET not in page.content()
+    account = ModelAccount.objects.get(owner=owner, name="Local server")
+    assert account.api_key_encrypted and SECRET not in account.api_key_encrypted
+
+    model_server.push(Respond(200, openai_reply("OK")))
+    row.get_by_role("button", name="Test").click()
+    expect(row.locator(".test-result")).to_have_text("Works. The model answered: 'OK'")
+    call = model_server.last
+    assert call.path == "/v1/chat/completions"
+    assert call.headers.get("authorization") == f"Bearer {SECRET}"
+
+    model_server.push(Respond(401, {"error": {"message": "bad key"}}))
+    row.get_by_role("button", name="Test").click()
+    expect(row.locator(".test-result")).to_have_text(re.compile(r"^PROVIDER_REJECTED: "))
+    expect(row.locator(".test-result")).not_to_contain_text("bad key")
+
+    # Edit without a key keeps the stored one; the name changes.
+    row.get_by_role("button", name="Edit").click()
+    row.get_by_label("Name").fill("Local server 2")
+    row.get_by_role("button", name="Save").click()
+    expect(page.locator(".account", has_text="Local server 2")).to_be_visible()
+    account.refresh_from_db()
+    assert account.name == "Local server 2" and account.api_key_encrypted
+
+
+def test_an_account_in_use_is_not_deleted_and_says_why(open_page, owner):
+    ledger = teammate(owner, "ledger", "Ledger")
+    page = open_page(owner, "/dashboard/accounts/")
+    row = page.locator(f"#account-{ledger.model_account_id}")
+    expect(row.locator("dd").last).to_have_text("Ledger")
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Delete…").click()
+    expect(row.locator(".js-row-error")).to_have_text(
+        "Agents use this account; give them another first."
+    )
+    assert ModelAccount.objects.filter(pk=ledger.model_account_id).exists()
+
+
+def test_axe_finds_nothing_serious_on_the_roster_agents_and_room(open_page, owner):
+    page = open_page(owner)
+    assert_accessible(page)
+    group = household(owner)
+    page.goto("/dashboard/")
+    assert_accessible(page)
+    page.goto("/dashboard/agents/")
+    assert_accessible(page)
+    page.goto(f"/dashboard/groups/{group.pk}/")
+    expect(page.locator("#live")).to_have_text(re.compile("Live|Connected|^$"))
+    assert_accessible(page)
+    assert Group.objects.filter(owner=owner).count() == 1
