@@ -71,6 +71,16 @@ def agent_next_colour(*, owner: AbstractBaseUser) -> str:
     return PALETTE[Agent.objects.filter(owner=owner).count() % len(PALETTE)]
 
 
+def assignable_tools(*, builtin: str) -> dict[str, str]:
+    """The tools an agent of kind ``builtin`` may be given, by name, with their descriptions:
+    every registered tool but the loop's own and, on anyone but the maker, the maker's."""
+    return {
+        name: tool.spec.description
+        for name, tool in sorted(all_tools().items())
+        if not tool.loop_handled and (name not in MAKER_TOOLS or builtin == Agent.Builtin.MAKER)
+    }
+
+
 def agent_tools_check(*, builtin: str, enabled_tools: list[str], approval_tools: list[str]) -> None:
     """Refuse tools an agent cannot be given, naming each: unknown names, the loop's own tools
     (group.ask is the coordinator's by its role, not a setting), the maker's platform tools on
