@@ -6,8 +6,10 @@ the CSRF pair and the error shape are the API's. Another owner's rows are a 404.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -125,6 +127,9 @@ def accounts(request: HttpRequest) -> HttpResponse:
     for account in rows:
         account.key_status = account_key_status(account)
         account.users = [a for a in account.agents.all() if a.removed_at is None]
+        account.script = json.dumps(account.options, indent=2)
+    # Scripted accounts are offered where the site allows them to everyone (development).
+    scripted = settings.GARDEN_ALLOW_SCRIPTED_ACCOUNTS
     return TemplateResponse(
         request,
         "dashboard/accounts.html",
@@ -133,11 +138,14 @@ def accounts(request: HttpRequest) -> HttpResponse:
             title="Model accounts",
             accounts=rows,
             credentials=credentials_for(request.user),
+            scripted_allowed=scripted,
+            # Real providers first: the offline one is for trying things out.
             providers=[
                 (value, label)
                 for value, label in ModelAccount.Provider.choices
                 if value != ModelAccount.Provider.SCRIPTED
-            ],
+            ]
+            + ([(ModelAccount.Provider.SCRIPTED, "Scripted (offline)")] if scripted else []),
         ),
     )
 

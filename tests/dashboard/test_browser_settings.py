@@ -21,6 +21,10 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
 SECRET = "sk-test-secret-never-shown"
 
 
+def account_row(page, name: str):
+    return page.locator(".account").filter(has=page.locator("h3", has_text=re.compile(f"^{name}$")))
+
+
 @pytest.fixture
 def model_server(loopback_providers):
     server = ScriptedServer()
@@ -121,7 +125,7 @@ def test_add_a_model_account_and_test_it_against_a_real_server(open_page, owner,
     form.get_by_label("Base URL").fill(f"{model_server.url}/v1")
     form.get_by_label("API key").fill(SECRET)
     form.get_by_role("button", name="Add account").click()
-    row = page.locator(".account", has_text="Local server")
+    row = account_row(page, "Local server")
     expect(row).to_be_visible()
     expect(row).to_contain_text("your key (stored encrypted)")
     assert SECRET not in page.content()
@@ -144,7 +148,7 @@ def test_add_a_model_account_and_test_it_against_a_real_server(open_page, owner,
     row.get_by_role("button", name="Edit").click()
     row.get_by_label("Name").fill("Local server 2")
     row.get_by_role("button", name="Save").click()
-    expect(page.locator(".account", has_text="Local server 2")).to_be_visible()
+    expect(account_row(page, "Local server 2")).to_be_visible()
     account.refresh_from_db()
     assert account.name == "Local server 2" and account.api_key_encrypted
 
@@ -174,3 +178,21 @@ def test_axe_finds_nothing_serious_on_the_roster_agents_and_room(open_page, owne
     expect(page.locator("#live")).to_have_text(re.compile("Live|Connected|^$"))
     assert_accessible(page)
     assert Group.objects.filter(owner=owner).count() == 1
+
+
+def test_a_scripted_account_is_made_on_the_page_and_its_script_checked(open_page, owner):
+    page = open_page(owner, "/dashboard/accounts/")
+    form = page.locator("#account-form")
+    form.get_by_label("Provider").select_option("scripted")
+    expect(form.get_by_label("Base URL")).to_be_hidden()
+    form.get_by_label("Name").fill("Scribe's script")
+    form.get_by_label("Script (JSON)").fill('{"rules": [')
+    form.get_by_role("button", name="Add account").click()
+    expect(form.locator("[data-error-for=options]")).to_contain_text("The script is not JSON")
+    form.get_by_label("Script (JSON)").fill('{"rules": [{"when": "write", "reply": "Written."}]}')
+    form.get_by_role("button", name="Add account").click()
+    row = account_row(page, "Scribe's script")
+    expect(row).to_be_visible()
+    account = ModelAccount.objects.get(owner=owner, name="Scribe's script")
+    assert account.provider == "scripted"
+    assert account.options == {"rules": [{"when": "write", "reply": "Written."}]}

@@ -5,8 +5,21 @@
 (function () {
   const { api, errorsOf, showErrors } = window.garden;
 
+  // The form's fields as the API takes them, or null after showing why the script is not JSON.
   function fields(form) {
     const body = {};
+    if (form.dataset.provider === "scripted") {
+      body.name = form.elements.name.value.trim();
+      body.model = form.elements.model.value.trim() || "scripted";
+      if (form.elements.provider) body.provider = "scripted";
+      try {
+        body.options = JSON.parse(form.elements.options.value || "{}");
+      } catch (err) {
+        showErrors(form, [{ field: "options", code: "invalid", message: `The script is not JSON: ${err.message}` }]);
+        return null;
+      }
+      return body;
+    }
     for (const name of ["name", "model", "base_url", "credential", "provider"]) {
       if (form.elements[name]) body[name] = form.elements[name].value.trim();
     }
@@ -16,11 +29,17 @@
   }
 
   const create = document.getElementById("account-form");
+  // The fields shown follow the provider: a base URL and key, or a script.
+  create.elements.provider.addEventListener("change", () => {
+    create.dataset.provider = create.elements.provider.value;
+  });
   create.addEventListener("submit", async (event) => {
     event.preventDefault();
+    const body = fields(create);
+    if (!body) return;
     const submit = create.querySelector("[type=submit]");
     submit.disabled = true;
-    const result = await api("POST", "/api/model-accounts", fields(create));
+    const result = await api("POST", "/api/model-accounts", body);
     submit.disabled = false;
     if (result.ok) {
       window.location.reload();
@@ -60,7 +79,9 @@
       });
       form.addEventListener("submit", async (event) => {
         event.preventDefault();
-        const answer = await api("PATCH", url, fields(form));
+        const body = fields(form);
+        if (!body) return;
+        const answer = await api("PATCH", url, body);
         if (answer.ok) {
           window.location.reload();
           return;
