@@ -22,9 +22,11 @@ from garden.models import Conversation
 from garden.runtime import RunContext, current_run_context, runtime_root
 from garden.services.conversations import message_append, text_block
 
-from .paths import inbox_relative
+from .models import PendingRecord
+from .paths import inbox_relative, records_path
+from .pending import flush_pending
 from .records import append_record
-from .storage import remove_quietly, write_file_atomically
+from .storage import check_appendable, remove_quietly, write_file_atomically
 from .validate import (
     CANONICAL,
     CONVERSATION_NOT_FOUND,
@@ -175,11 +177,12 @@ def _emit_to_conversation(
     origin: dict[str, Any],
 ) -> EmitResult:
     """Conversation origin: the reply copy is written first (an attempt: its failure costs
-    only the copy), then the garden turn and the record line inside one transaction, so a
-    failed record write rolls the turn back and removes the copy.
+    only the copy), then the garden turn and its pending record in one transaction; the record
+    line follows the commit (pending.py). A record file that cannot take a line refuses the
+    emission before anything commits (IO_ERROR, the turn rolled back, the copy removed).
 
-    Call it outside a transaction: the record line is durable before the commit, so an outer
-    rollback (or a failed commit) would leave a record naming a turn that never committed.
+    Inside a caller's transaction the line follows that transaction's commit; its rollback
+    takes the turn and the pending record with it, and no line is ever written.
     """
     conversation_id = origin["conversation_id"]
     now = timezone.now()
@@ -235,7 +238,10 @@ def _emit_to_conversation(
             check = validate_operator_message_record(record)
             if not check.ok:
                 raise _Rejected(check)
-            append_record(ctx.run_id, record)
+            check_appendable(records_path(ctx.run_id))
+            PendingRecord.objects.create(run_id=ctx.run_id, record=record)
+            run_id = ctx.run_id
+            transaction.on_commit(lambda: flush_pending(run_id=run_id))
     except _Rejected as rejected:
         _remove_copy(copy)
         return EmitResult.rejected(rejected.check)

@@ -42,7 +42,22 @@ def append_record(run_id: str, record: dict[str, Any]) -> None:
 
 def read_operator_message_log(run_id: str) -> RecordLog:
     """Every line of the run's record file: the valid records in order, and the lines that are
-    not (undecodable, not JSON, failing the record validator, or from another run)."""
+    not (undecodable, not JSON, failing the record validator, or from another run).
+
+    Records whose turns have committed but whose lines are not yet appended are appended
+    first, so what is read names every committed turn and nothing else."""
+    from .pending import flush_pending  # it appends through this module
+
+    flush_pending(run_id=run_id)
+    return _read_log(run_id)
+
+
+def read_file_records(run_id: str) -> list[dict[str, Any]]:
+    """The valid records the run's file holds now, without appending what is pending."""
+    return _read_log(run_id).records
+
+
+def _read_log(run_id: str) -> RecordLog:
     path = records_path(run_id)
     try:
         raw = path.read_bytes()

@@ -66,6 +66,13 @@ def append_line(path: Path, line: bytes) -> None:
         os.close(fd)  # also releases the flock
 
 
+def check_appendable(path: Path) -> None:
+    """Raise OSError unless a line could be appended to ``path`` now (its directory made, the
+    file opened for appending); writes nothing to the file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644))
+
+
 def fsync_directory(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
