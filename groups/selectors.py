@@ -82,8 +82,12 @@ def request_get(*, group: Group, request_id: int) -> GroupRequest | None:
 
 
 def approval_list(*, owner: AbstractBaseUser, status: str | None = None, limit: int = 200):
-    """The owner's approvals (of live groups), oldest first; ``status`` filters."""
-    approvals = Approval.objects.filter(owner=owner).select_related("agent", "request")
+    """The owner's approvals (of live groups and kept history), oldest first; ``status``
+    filters. Approvals of cleared history are decided and detached: they answer a decision,
+    not the list."""
+    approvals = Approval.objects.filter(owner=owner, conversation__isnull=False).select_related(
+        "agent", "request"
+    )
     if status:
         approvals = approvals.filter(status=status)
     return approvals.exclude(request__group__deleted_at__isnull=False).order_by("id")[:limit]

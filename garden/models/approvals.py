@@ -20,15 +20,21 @@ class Approval(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="approvals"
     )
+    # Both outlive the history they belong to (SET_NULL): cleared history takes its messages
+    # and requests, but a decision that arrives late still finds the approval decided.
     request = models.ForeignKey(
         "groups.GroupRequest",
-        on_delete=models.CASCADE,
+        on_delete=models.SET_NULL,
         null=True,
         blank=True,
         related_name="approvals",
     )
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="approvals"
+        Conversation,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="approvals",
     )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="approvals")
     tool_call_id = models.CharField(max_length=100)

@@ -73,6 +73,13 @@ def approval_decide(
                 field="decision",
                 status=409,
             )
+        if approval.conversation_id is None:  # detached by a clear, which decides them all
+            raise ServiceError(
+                "APPROVAL_ALREADY_DECIDED",
+                "This action's history was cleared.",
+                field="decision",
+                status=409,
+            )
         approval.status = wanted
         approval.decided_by = user
         approval.surface = surface

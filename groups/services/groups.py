@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from garden import events
 from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id
-from garden.models import Agent, Conversation, MemoryNote
+from garden.models import Agent, Approval, Conversation, MemoryNote
 from garden.quotas import owner_lock, quota_hold
 from groups import row_locks, rules, scheduling, selectors
 from groups.demo import household_finances
@@ -290,6 +290,8 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
             if group is None or group.deleted_at is None or group.deleted_at >= cutoff:
                 continue
             MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).delete()
+            # Gone for good, approvals too (a clear keeps them detached; a purge does not).
+            Approval.objects.filter(conversation__group=group).delete()
             Conversation.objects.filter(group=group).delete()
             group.delete()
             purged += 1
@@ -316,14 +318,21 @@ def purge_due_groups_soon(*, owner: AbstractBaseUser, now: datetime | None = Non
 def group_clear(*, group: Group) -> int:
     """Stop the group's work and delete every conversation of it; returns how many.
 
-    Messages, requests, reservations and approvals go with the conversations, and so does
-    the summary a rollover carried forward (it lives on the thread it starts). The group, its
+    Messages, requests and reservations go with the conversations, and so does the summary a
+    rollover carried forward (it lives on the thread it starts). Approvals stay, decided and
+    detached, so a late decision on any surface is told it was already decided. The group, its
     members, its coordinator and its memory scope stay; artifacts keep their row.
     """
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
-        request_stop_active(group=locked, reason="The history was cleared.", include_queued=True)
+        reason = "The history was cleared."
+        request_stop_active(group=locked, reason=reason, include_queued=True)
         conversations = Conversation.objects.filter(group=locked)
+        # Approvals stay, detached, so a late decision finds them decided rather than gone;
+        # any still undecided are rejected with the rest of the history.
+        Approval.objects.filter(
+            conversation__in=conversations, status=Approval.Status.PENDING
+        ).update(status=Approval.Status.REJECTED, reason=reason, decided_at=timezone.now())
         count = conversations.count()
         conversations.delete()
         _push(locked, change="cleared")

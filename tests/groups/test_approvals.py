@@ -250,3 +250,33 @@ def test_an_action_whose_worker_died_running_it_gets_an_unknown_outcome_and_neve
         tool_call_id="call_next",
     )
     assert sweep_stranded(older_than_seconds=0)["approvals_unknown"] == 0
+
+
+def test_a_decision_after_a_clear_finds_the_approval_decided(
+    celery_worker_thread, writing_group, owner, api
+):
+    from groups.services.groups import group_clear
+
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    group_clear(group=writing_group)
+    assert not Message.objects.filter(conversation__group=writing_group).exists()
+
+    # A late approval (from another surface, a stale page) finds the decision the clear made,
+    # not a 404; the action never runs.
+    late = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"})
+    assert late.status_code == 409, late.content
+    body = late.json()
+    assert body["code"] == "APPROVAL_ALREADY_DECIDED"
+    assert body["message"].startswith("This action was already rejected")
+    same = api.post(
+        f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "telegram"}
+    )
+    assert same.status_code == 200, same.content
+    approval.refresh_from_db()
+    assert approval.status == "rejected" and approval.executed_at is None
+    assert Artifact.objects.count() == 0
+    # Cleared history leaves the approvals list with the rest of it.
+    listed = api.get("/api/approvals")
+    assert listed.status_code == 200
+    assert approval.pk not in {a["id"] for a in listed.json()["approvals"]}

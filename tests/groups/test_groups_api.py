@@ -561,7 +561,10 @@ def test_clear_deletes_every_conversation_and_keeps_group_members_and_memory(api
     assert response.json() == {"conversations": 2}
     assert not Conversation.objects.filter(group=group).exists()
     assert not GroupRequest.objects.filter(group=group).exists()
-    assert not Approval.objects.exists() and Message.objects.count() == 0
+    assert Message.objects.count() == 0
+    # Approvals stay, detached and decided, so a late decision is answered, not a 404.
+    assert Approval.objects.filter(conversation=None, request=None).count() == 2
+    assert set(Approval.objects.values_list("status", flat=True)) == {"rejected"}
     assert Conversation.objects.filter(pk=one_to_one.pk).exists()
     assert list(group.memberships.values_list("agent_id", "position")) == kept_members
     assert MemoryNote.objects.filter(scope=group.memory_scope).count() == 1
