@@ -366,6 +366,9 @@ GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", defa
 GARDEN_MAX_QUEUED_PER_GROUP = env.int("GARDEN_MAX_QUEUED_PER_GROUP", default=10)
 GARDEN_MAX_QUEUED_PER_OWNER = env.int("GARDEN_MAX_QUEUED_PER_OWNER", default=30)
 GARDEN_MAX_GROUPS_PER_OWNER = env.int("GARDEN_MAX_GROUPS_PER_OWNER", default=50)
+# The largest room cap an owner may set on a group (characters of the room sent per call):
+# every member turn re-sends the room, so the cap is also a cost the operator bounds.
+GARDEN_MAX_ROOM_CAP_CHARS = env.int("GARDEN_MAX_ROOM_CAP_CHARS", default=400_000)
 GARDEN_MAX_AGENTS_PER_OWNER = env.int("GARDEN_MAX_AGENTS_PER_OWNER", default=100)
 GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = env.int("GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER", default=20)
 GARDEN_MAX_MISSIONS_PER_OWNER = env.int("GARDEN_MAX_MISSIONS_PER_OWNER", default=20)

@@ -4,6 +4,7 @@ requests and call reservations."""
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.db.models import Prefetch, QuerySet
 from django.http import HttpRequest
@@ -77,7 +78,11 @@ class GroupAdminForm(forms.ModelForm):
 
     class Meta:
         model = Group
-        fields = ["name", "coordinator"]
+        fields = ["name", "coordinator", "room_cap_chars"]
+        help_texts = {
+            "room_cap_chars": "Characters of the room sent with each call; longer threads are "
+            "bounded to it or rolled over into a summary."
+        }
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -118,7 +123,10 @@ class GroupAdminForm(forms.ModelForm):
             members=self._posted_members(),
             coordinator=coordinator.pk if coordinator else None,
         )
-        for error in result.errors:
+        cap_errors = rules.check_room_cap(
+            cleaned.get("room_cap_chars"), maximum=settings.GARDEN_MAX_ROOM_CAP_CHARS
+        )
+        for error in [*result.errors, *cap_errors]:
             field = error.field if error.field in self.fields else None
             self.add_error(field, forms.ValidationError(error.message, code=error.code))
         self.resolved = result.shape
@@ -134,13 +142,12 @@ class GroupAdmin(admin.ModelAdmin):
     readonly_fields = [
         "owner",
         "state",
-        "room_cap_chars",
         "created_at",
         "updated_at",
         "archived_at",
         "deleted_at",
     ]
-    fields = ["name", "coordinator", *readonly_fields]
+    fields = ["name", "coordinator", "room_cap_chars", *readonly_fields]
     inlines = [MembershipInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Group]:
@@ -186,7 +193,11 @@ class GroupAdmin(admin.ModelAdmin):
     def save_model(self, request, obj: Group, form: GroupAdminForm, change: bool) -> None:
         shape = form.resolved
         group_update(
-            group=obj, name=shape.name, members=list(shape.members), coordinator=shape.coordinator
+            group=obj,
+            name=shape.name,
+            members=list(shape.members),
+            coordinator=shape.coordinator,
+            room_cap_chars=form.cleaned_data.get("room_cap_chars"),
         )
 
     def save_formset(self, request, form, formset, change) -> None:

@@ -1,4 +1,5 @@
-"""The one rule set for a group's name, members and coordinator, on creation and on change.
+"""The one rule set for a group's name, members, coordinator and room cap, on creation and on
+change.
 
 Pure: the caller loads the agents involved into ``Candidate`` values and gets back the
 resolved group or a list of named errors (code, field, message). The API, the admin form and
@@ -27,6 +28,10 @@ MAKER_NOT_ALLOWED = "MAKER_NOT_ALLOWED"
 COORDINATOR_NOT_MEMBER = "COORDINATOR_NOT_MEMBER"
 COORDINATOR_REQUIRED = "COORDINATOR_REQUIRED"
 COORDINATOR_CANNOT_RUN = "COORDINATOR_CANNOT_RUN"
+ROOM_CAP_TOO_SMALL = "ROOM_CAP_TOO_SMALL"
+ROOM_CAP_TOO_LARGE = "ROOM_CAP_TOO_LARGE"
+# Below this a room holds an instruction and a turn or two: bounding would drop everything.
+ROOM_CAP_MIN_CHARS = 4_000
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,29 @@ def check_name(name: str | None) -> tuple[str, list[GroupRuleError]]:
             )
         ]
     return trimmed, []
+
+
+def check_room_cap(value: int | None, *, maximum: int) -> list[GroupRuleError]:
+    """The errors that refuse ``value`` as a group's room cap (``None``: not being set)."""
+    if value is None:
+        return []
+    if value < ROOM_CAP_MIN_CHARS:
+        return [
+            GroupRuleError(
+                ROOM_CAP_TOO_SMALL,
+                "room_cap_chars",
+                f"A room cap is at least {ROOM_CAP_MIN_CHARS:,} characters.",
+            )
+        ]
+    if value > maximum:
+        return [
+            GroupRuleError(
+                ROOM_CAP_TOO_LARGE,
+                "room_cap_chars",
+                f"A room cap is at most {maximum:,} characters on this site.",
+            )
+        ]
+    return []
 
 
 def _owned(agents: Mapping[int, Candidate], owner_id: int, agent_id: int) -> Candidate | None:

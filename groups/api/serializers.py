@@ -80,6 +80,11 @@ class GroupCreateInput(serializers.Serializer):
         default=None,
         help_text="An agent id among the members; without it Concierge coordinates and joins.",
     )
+    room_cap_chars = serializers.IntegerField(
+        required=False,
+        help_text="Characters of the room sent with each call (4,000 up to the site's "
+        "GARDEN_MAX_ROOM_CAP_CHARS); longer threads are bounded or rolled over.",
+    )
 
 
 class GroupChangeInput(serializers.Serializer):
@@ -93,6 +98,11 @@ class GroupChangeInput(serializers.Serializer):
         help_text="The whole new membership, in order.",
     )
     coordinator = serializers.IntegerField(required=False)
+    room_cap_chars = serializers.IntegerField(
+        required=False,
+        help_text="Characters of the room sent with each call (4,000 up to the site's "
+        "GARDEN_MAX_ROOM_CAP_CHARS); longer threads are bounded or rolled over.",
+    )
 
 
 class GroupDeletedOutput(serializers.Serializer):

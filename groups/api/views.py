@@ -102,9 +102,9 @@ class GroupDetailApi(APIView):
         tags=TAGS,
         request=GroupChangeInput,
         responses={200: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
-        description="Change the name, the coordinator and/or the membership (the whole "
-        "list, in order) under the creation rules; only what the change brings in "
-        "is checked.",
+        description="Change the name, the coordinator, the membership (the whole list, in "
+        "order) and/or the room cap under the creation rules; only what the change brings "
+        "in is checked.",
     )
     def patch(self, request: Request, group_id: int) -> Response:
         group = _get_group(request, group_id)

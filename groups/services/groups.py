@@ -129,8 +129,10 @@ def group_create(
     name: str | None,
     members: Sequence[int],
     coordinator: int | None = None,
+    room_cap_chars: int | None = None,
 ) -> Group:
-    """Create a group under the rule set; without a coordinator, Concierge coordinates."""
+    """Create a group under the rule set; without a coordinator, Concierge coordinates;
+    without a room cap, the default one."""
     members = list(members)
     concierge = (
         Agent.objects.filter(owner=owner, builtin=Agent.Builtin.CONCIERGE).first()
@@ -148,10 +150,16 @@ def group_create(
             agents=agents,
             default_coordinator=agents.get(concierge.pk) if concierge else None,
         )
-        if not result.ok:
-            raise _rules_broken(result.errors)
+        errors = [*result.errors, *_room_cap_errors(room_cap_chars)]
+        if errors:
+            raise _rules_broken(errors)
         shape = result.shape
-        group = Group.objects.create(owner=owner, name=shape.name, coordinator_id=shape.coordinator)
+        group = Group.objects.create(
+            owner=owner,
+            name=shape.name,
+            coordinator_id=shape.coordinator,
+            **({"room_cap_chars": room_cap_chars} if room_cap_chars is not None else {}),
+        )
         _set_members(group, shape.members)
         limit = settings.GARDEN_MAX_GROUPS_PER_OWNER
         quota_hold(
@@ -204,8 +212,11 @@ def group_update(
     name: str | None = None,
     members: Sequence[int] | None = None,
     coordinator: int | None = None,
+    room_cap_chars: int | None = None,
 ) -> Group:
-    """Change the name, coordinator and/or membership (in list order); ``None`` keeps a part.
+    """Change the name, coordinator, membership (in list order) and/or room cap; ``None``
+    keeps a part. A smaller cap applies from the next step (the room is bounded to it, or
+    rolled over).
 
     Takes FOR UPDATE on the group row, then on the agents the change names.
     """
@@ -214,18 +225,25 @@ def group_update(
         current, result = group_check_change(
             group=locked, name=name, members=members, coordinator=coordinator, lock=True
         )
-        if not result.ok:
-            raise _rules_broken(result.errors)
+        errors = [*result.errors, *_room_cap_errors(room_cap_chars)]
+        if errors:
+            raise _rules_broken(errors)
         shape = result.shape
-        if shape == current:
+        cap = locked.room_cap_chars if room_cap_chars is None else room_cap_chars
+        if shape == current and cap == locked.room_cap_chars:
             return locked
         locked.name = shape.name
         locked.coordinator_id = shape.coordinator
-        locked.save(update_fields=["name", "coordinator", "updated_at"])
+        locked.room_cap_chars = cap
+        locked.save(update_fields=["name", "coordinator", "room_cap_chars", "updated_at"])
         if shape.members != current.members:
             _set_members(locked, shape.members)
         _push(locked, change="changed")
     return locked
+
+
+def _room_cap_errors(value: int | None) -> list[rules.GroupRuleError]:
+    return rules.check_room_cap(value, maximum=settings.GARDEN_MAX_ROOM_CAP_CHARS)
 
 
 def group_delete(*, group: Group, now: datetime | None = None) -> datetime:

@@ -40,13 +40,14 @@ def group(owner, team):
     )
 
 
-def change_form(group, *, name=None, coordinator=None, members=None):
+def change_form(group, *, name=None, coordinator=None, members=None, room_cap=None):
     """The POST the admin's change page sends: the group's fields and the membership inline."""
     rows = list(group.memberships.order_by("position"))
     members = [m.agent_id for m in rows] if members is None else members
     data = {
         "name": group.name if name is None else name,
         "coordinator": group.coordinator_id if coordinator is None else coordinator,
+        "room_cap_chars": str(group.room_cap_chars if room_cap is None else room_cap),
         "memberships-TOTAL_FORMS": str(max(len(rows), len(members))),
         "memberships-INITIAL_FORMS": str(len(rows)),
         "memberships-MIN_NUM_FORMS": "0",
@@ -202,3 +203,17 @@ def test_non_staff_cannot_reach_the_groups_admin(client, owner):
     client.force_login(owner)
     response = client.get("/admin/groups/group/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_room_cap_is_set_in_the_admin_within_bounds(client, staff, group):
+    client.force_login(staff)
+    url = f"/admin/groups/group/{group.pk}/change/"
+    refused = client.post(url, change_form(group, room_cap=100))
+    assert refused.status_code == 200
+    assert "A room cap is at least 4,000 characters." in refused.content.decode()
+    group.refresh_from_db()
+    assert group.room_cap_chars == 24_000
+    saved = client.post(url, change_form(group, room_cap=12_000))
+    assert saved.status_code == 302, saved.content.decode()[-2000:]
+    group.refresh_from_db()
+    assert group.room_cap_chars == 12_000

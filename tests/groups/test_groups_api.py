@@ -605,3 +605,42 @@ def test_the_starter_team_is_made_once_for_an_empty_roster_and_leaves_a_real_acc
     again = api.post("/api/groups/starter", {})
     assert again.status_code == 409 and again.json()["code"] == "ROSTER_NOT_EMPTY"
     assert Group.objects.filter(owner=owner).count() == 1
+
+
+def test_the_room_cap_is_set_per_group_within_bounds(api, group, team, settings):
+    settings.GARDEN_MAX_ROOM_CAP_CHARS = 100_000
+    changed = api.patch(f"/api/groups/{group.pk}", {"room_cap_chars": 50_000})
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["room_cap_chars"] == 50_000
+    group.refresh_from_db()
+    assert group.room_cap_chars == 50_000
+    for value, code in (
+        (3_999, "ROOM_CAP_TOO_SMALL"),
+        (-1, "ROOM_CAP_TOO_SMALL"),
+        (100_001, "ROOM_CAP_TOO_LARGE"),
+    ):
+        refused = api.patch(f"/api/groups/{group.pk}", {"room_cap_chars": value, "name": "Renamed"})
+        assert refused.status_code == 400, refused.content
+        assert {(e["field"], e["code"]) for e in refused.json()["errors"]} == {
+            ("room_cap_chars", code)
+        }
+    refused = api.patch(f"/api/groups/{group.pk}", {"room_cap_chars": "lots"})
+    assert refused.status_code == 400
+    group.refresh_from_db()
+    assert (group.room_cap_chars, group.name) == (50_000, "Household finances")
+    created = api.post(
+        "/api/groups",
+        {
+            "name": "Small room",
+            "members": [team["ledger"].pk, team["advisor"].pk],
+            "room_cap_chars": 8_000,
+        },
+    )
+    assert created.status_code == 201, created.content
+    assert created.json()["room_cap_chars"] == 8_000
+    before = Group.objects.count()
+    refused = api.post(
+        "/api/groups",
+        {"name": "Tiny", "members": [team["ledger"].pk, team["advisor"].pk], "room_cap_chars": 5},
+    )
+    assert refused.status_code == 400 and Group.objects.count() == before
