@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from dashboard import selectors
 from garden.credentials import credentials_for
-from garden.models import Agent, ModelAccount
+from garden.models import AccessToken, Agent, ModelAccount
 from garden.selectors import account_key_status, agent_list, model_account_list
 from garden.services.agents import agent_next_colour, assignable_tools
 from groups.models import MEMORY_SENTENCE, Group
@@ -146,6 +146,20 @@ def accounts(request: HttpRequest) -> HttpResponse:
                 if value != ModelAccount.Provider.SCRIPTED
             ]
             + ([(ModelAccount.Provider.SCRIPTED, "Scripted (offline)")] if scripted else []),
+        ),
+    )
+
+
+def tokens(request: HttpRequest) -> HttpResponse:
+    """The owner's live access tokens (never the tokens themselves) and the form that makes
+    one; the new token is shown once, by the page's script."""
+    return TemplateResponse(
+        request,
+        "dashboard/tokens.html",
+        _context(
+            request,
+            title="Access tokens",
+            tokens=AccessToken.objects.filter(owner=request.user, revoked_at__isnull=True),
         ),
     )
 

@@ -9,7 +9,15 @@ from django.contrib.auth.models import Group as AuthGroup
 from django.utils import timezone
 
 from garden.errors import ServiceError
-from garden.models import Agent, Artifact, Conversation, Message, ModelAccount, WorkerBeat
+from garden.models import (
+    AccessToken,
+    Agent,
+    Artifact,
+    Conversation,
+    Message,
+    ModelAccount,
+    WorkerBeat,
+)
 from garden.selectors import account_key_status
 from garden.services.accounts import model_account_check
 
@@ -173,6 +181,38 @@ class WorkerBeatAdmin(admin.ModelAdmin):
         return beat.beat_at >= timezone.now() - timedelta(
             seconds=settings.GARDEN_WORKER_STALE_SECONDS
         )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(AccessToken)
+class AccessTokenAdmin(admin.ModelAdmin):
+    """People's access tokens, by name and first characters (the tokens themselves are never
+    kept). Staff may revoke one that leaked; owners make and revoke theirs in the dashboard."""
+
+    list_display = [
+        "name",
+        "prefix",
+        "owner",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["name", "prefix", "owner__username"]
+    readonly_fields = list_display
+    fields = list_display
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset) -> None:
+        revoked = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {revoked} token(s).")
 
     def has_add_permission(self, request):
         return False

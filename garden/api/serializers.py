@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from garden.models import Agent, Conversation, ModelAccount
+from garden.models import AccessToken, Agent, Conversation, ModelAccount
 from garden.selectors import account_key_status
 
 # An agent's instructions travel with every call it makes: long enough for a real brief.
@@ -234,3 +234,23 @@ class ConversationMessagesOutput(serializers.Serializer):
     conversation = serializers.IntegerField()
     last_seq = serializers.IntegerField()
     messages = MessageOutput(many=True)
+
+
+class AccessTokenOutput(serializers.ModelSerializer):
+    class Meta:
+        model = AccessToken
+        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at"]
+
+
+class AccessTokenCreatedOutput(AccessTokenOutput):
+    token = serializers.CharField(help_text="The whole token: shown this once, never again.")
+
+    class Meta(AccessTokenOutput.Meta):
+        fields = [*AccessTokenOutput.Meta.fields, "token"]
+
+
+class AccessTokenInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="What it is for, e.g. 'CI'.")
+    expires_in_days = serializers.IntegerField(
+        required=False, allow_null=True, default=None, help_text="1 to 366; none: until revoked."
+    )

@@ -15,6 +15,8 @@ urlpatterns = [
         name="model-account-test",
     ),
     path("credentials", views.CredentialListApi.as_view(), name="credentials"),
+    path("tokens", views.AccessTokenListCreateApi.as_view(), name="tokens"),
+    path("tokens/<int:token_id>", views.AccessTokenDetailApi.as_view(), name="token"),
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("agents/<int:agent_id>", views.AgentDetailApi.as_view(), name="agent"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),

@@ -12,6 +12,9 @@ from rest_framework.views import APIView
 from garden import selectors
 from garden.api.errors import ApiError
 from garden.api.serializers import (
+    AccessTokenCreatedOutput,
+    AccessTokenInput,
+    AccessTokenOutput,
     AccountTestOutput,
     AgentChangeInput,
     AgentInput,
@@ -27,7 +30,7 @@ from garden.api.serializers import (
     ModelAccountOutput,
 )
 from garden.credentials import credentials_for
-from garden.models import Agent
+from garden.models import AccessToken, Agent
 from garden.services.accounts import (
     model_account_create,
     model_account_delete,
@@ -38,6 +41,7 @@ from garden.services.accounts import (
 from garden.services.agents import agent_create, agent_remove, agent_update
 from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create, message_payload
+from garden.services.tokens import token_create, token_revoke
 
 
 def not_found(what: str) -> ApiError:
@@ -274,3 +278,48 @@ class ConversationMessagesApi(APIView):
                 owner=request.user, conversation=conversation, text=data.validated_data["text"]
             )
         return Response(message_payload(message), status=status.HTTP_202_ACCEPTED)
+
+
+def _no_token_minting(request: Request) -> None:
+    """Tokens are made and revoked by a signed-in person: a leaked token cannot make more or
+    revoke the owner's others."""
+    if isinstance(request.auth, AccessToken):
+        raise ApiError(
+            "TOKEN_CANNOT_MANAGE_TOKENS",
+            "Access tokens are managed from a signed-in session, not with a token.",
+            status_code=status.HTTP_403_FORBIDDEN,
+        )
+
+
+class AccessTokenListCreateApi(APIView):
+    @extend_schema(responses=AccessTokenOutput(many=True), description="Your live tokens.")
+    def get(self, request: Request) -> Response:
+        _no_token_minting(request)
+        tokens = AccessToken.objects.filter(owner=request.user, revoked_at__isnull=True)
+        return Response(AccessTokenOutput(tokens, many=True).data)
+
+    @extend_schema(
+        request=AccessTokenInput,
+        responses={201: AccessTokenCreatedOutput},
+        description="Make a token; the response carries it this once (only its hash is kept).",
+    )
+    def post(self, request: Request) -> Response:
+        _no_token_minting(request)
+        data = AccessTokenInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        made = token_create(owner=request.user, **data.validated_data)
+        made.token.token = made.secret
+        return Response(AccessTokenCreatedOutput(made.token).data, status=status.HTTP_201_CREATED)
+
+
+class AccessTokenDetailApi(APIView):
+    @extend_schema(request=None, responses={204: None}, description="Revoke the token.")
+    def delete(self, request: Request, token_id: int) -> Response:
+        _no_token_minting(request)
+        token = AccessToken.objects.filter(
+            owner=request.user, pk=token_id, revoked_at__isnull=True
+        ).first()
+        if token is None:
+            raise not_found("token")
+        token_revoke(token=token)
+        return Response(status=status.HTTP_204_NO_CONTENT)

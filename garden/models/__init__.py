@@ -1,14 +1,16 @@
-"""garden's core rows: model accounts, agents, conversations, messages and artifacts, and the
-workers' beats."""
+"""garden's core rows: model accounts, agents, conversations, messages and artifacts, the
+workers' beats and personal access tokens."""
 
 from garden.models.agents import Agent, ModelAccount
 from garden.models.approvals import Approval
 from garden.models.conversations import Conversation, Message
 from garden.models.memory import Artifact, MemoryNote
 from garden.models.runs import Goal, Run
+from garden.models.tokens import AccessToken
 from garden.models.workers import WorkerBeat
 
 __all__ = [
+    "AccessToken",
     "Agent",
     "Approval",
     "Artifact",

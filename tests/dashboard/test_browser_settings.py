@@ -196,3 +196,37 @@ def test_a_scripted_account_is_made_on_the_page_and_its_script_checked(open_page
     account = ModelAccount.objects.get(owner=owner, name="Scribe's script")
     assert account.provider == "scripted"
     assert account.options == {"rules": [{"when": "write", "reply": "Written."}]}
+
+
+def test_make_an_access_token_use_it_from_a_script_and_revoke_it(
+    open_page, owner, dashboard_server
+):
+    import httpx
+
+    group = household(owner)
+    page = open_page(owner, "/dashboard/tokens/")
+    assert_controls_labelled(page)
+    assert_accessible(page)
+    page.get_by_label("Name").fill("Nightly report")
+    page.get_by_role("button", name="Make token").click()
+    value = page.get_by_label("Your new token")
+    expect(value).to_be_focused()
+    secret = value.input_value()
+    assert secret.startswith("gdn_")
+    expect(page.locator("#token-example")).to_contain_text("Authorization: Bearer gdn_")
+
+    # A script with the token and nothing else: no session, no CSRF pair.
+    url = f"{dashboard_server.url}/api/groups/{group.pk}/messages"
+    headers = {"Authorization": f"Bearer {secret}"}
+    posted = httpx.post(url, json={"text": "Plan the month."}, headers=headers)
+    assert posted.status_code == 202, posted.text
+
+    page.reload()
+    assert secret not in page.content()
+    row = page.locator(".token", has=page.get_by_role("heading", name="Nightly report"))
+    expect(row).to_contain_text(secret[:12])
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Revoke Nightly report").click()
+    expect(row).to_have_count(0)
+    refused = httpx.post(url, json={"text": "Again."}, headers=headers)
+    assert refused.status_code == 401 and refused.json()["code"] == "TOKEN_REVOKED"
