@@ -8,6 +8,7 @@ something a browser sends by itself. A token that is wrong, revoked or expired i
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, status
 from rest_framework.request import Request
 
@@ -47,3 +48,17 @@ class AccessTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class AccessTokenScheme(OpenApiAuthenticationExtension):
+    """The token as the OpenAPI schema describes it: HTTP bearer."""
+
+    target_class = "garden.api.auth.AccessTokenAuthentication"
+    name = "accessToken"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "A personal access token (gdn_…), made on the Access tokens page.",
+        }
