@@ -153,6 +153,7 @@ def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
         conversation_id=room.request.conversation_id,
         group_id=room.group.pk,
         request_id=room.request.pk,
+        output_chars=oversized_limit(room.group.room_cap_chars),
     )
     return run_tool(ctx, call.name, call.arguments)
 

@@ -31,7 +31,8 @@ BUILTINS = {
         "instructions": "You are Concierge. You coordinate: interpret the owner's request, ask "
         "members for contributions with group.ask, and bring the results together into one "
         "answer.",
-        "enabled_tools": [],
+        # Reading what the team made (an output too large to carry is kept as an artifact).
+        "enabled_tools": ["file.list", "file.read"],
     },
 }
 

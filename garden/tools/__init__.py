@@ -30,6 +30,9 @@ class ToolContext:
     conversation_id: int
     group_id: int | None = None
     request_id: int | None = None
+    # The longest result the caller can carry back into the room: tools that page (file.read)
+    # keep under it, so reading never turns into an oversized output.
+    output_chars: int = 12_000
 
 
 @dataclass(frozen=True)
