@@ -19,7 +19,8 @@ from garden.credentials import credentials_for
 from garden.models import AccessToken, Agent, ModelAccount
 from garden.selectors import account_key_status, agent_list, model_account_list
 from garden.services.agents import agent_next_colour, assignable_tools
-from groups.models import MEMORY_SENTENCE, Group
+from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
+from groups.rules import ROOM_CAP_MIN_CHARS
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
 
@@ -60,6 +61,11 @@ def roster(request: HttpRequest) -> HttpResponse:
             default_coordinator=concierge,
             create_member_ids=[concierge.pk] if concierge else [],
             memory_sentence=MEMORY_SENTENCE,
+            room_cap={
+                "min": ROOM_CAP_MIN_CHARS,
+                "max": settings.GARDEN_MAX_ROOM_CAP_CHARS,
+                "default": DEFAULT_ROOM_CAP_CHARS,
+            },
         ),
     )
 

@@ -108,3 +108,27 @@ def test_an_empty_roster_creates_the_household_finances_team_in_one_click(open_p
     # A roster with a group offers it no more.
     page.goto("/dashboard/")
     expect(page.get_by_role("button", name="Create the Household finances team")).to_have_count(0)
+
+
+def test_the_creation_sheets_advanced_section_sets_the_room_cap(open_page, owner):
+    teammate(owner, "ledger", "Ledger")
+    teammate(owner, "advisor", "Finance Advisor", colour="#8e44ad")
+    page = open_page(owner)
+    page.get_by_role("button", name="New group").click()
+    sheet = page.get_by_role("dialog", name="New group")
+    sheet.get_by_label("Name").fill("Small room")
+    sheet.get_by_role("checkbox", name="Ledger").check()
+    sheet.get_by_role("checkbox", name="Finance Advisor").check()
+    sheet.get_by_text("Advanced").click()
+    cap = sheet.get_by_label("Room cap (characters)")
+    expect(cap).to_have_value("24000")
+    cap.fill("2000")
+    sheet.get_by_role("button", name="Create group").click()
+    expect(sheet.locator("#create-room-cap-error")).to_have_text(
+        "A room cap is at least 4,000 characters."
+    )
+    assert not Group.objects.filter(owner=owner).exists()
+    cap.fill("8000")
+    sheet.get_by_role("button", name="Create group").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/groups/\d+/$"))
+    assert Group.objects.get(owner=owner).room_cap_chars == 8_000

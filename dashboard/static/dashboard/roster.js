@@ -37,11 +37,15 @@
     event.preventDefault();
     const submit = form.querySelector("[type=submit]");
     submit.disabled = true;
-    const result = await api("POST", "/api/groups", {
+    const body = {
       name: form.elements.name.value,
       members: checkedIds(form, "members"),
       coordinator: Number(form.elements.coordinator.value) || null,
-    });
+    };
+    // The room cap as typed: the API says why a value is refused.
+    const cap = form.elements.room_cap_chars.value.trim();
+    if (cap) body.room_cap_chars = /^-?\d+$/.test(cap) ? Number(cap) : cap;
+    const result = await api("POST", "/api/groups", body);
     submit.disabled = false;
     if (result.ok) {
       window.location.assign(form.dataset.roomUrl.replace("/0/", `/${result.data.id}/`));
@@ -49,6 +53,10 @@
     }
     showErrors(form, errorsOf(result));
     const invalid = form.querySelector("[aria-invalid=true]");
-    if (invalid) invalid.focus();
+    if (invalid) {
+      const details = invalid.closest("details");
+      if (details) details.open = true;
+      invalid.focus();
+    }
   });
 })();
