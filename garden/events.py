@@ -2,7 +2,8 @@
 
 Channels delivers at most once, so every event carries the conversation ``seq`` (when it has
 one) and clients re-fetch from the API on reconnect or on a gap. Pushes are handed to one
-background event loop per process, so a step never waits on the channel layer.
+background event loop per process, so a step never waits on the channel layer; one process's
+pushes to a channel reach it in the order they were made.
 """
 
 from __future__ import annotations
@@ -42,28 +43,60 @@ def send_event_on_commit(*, channel: str, event: dict[str, Any]) -> None:
     transaction.on_commit(lambda: _push_without_waiting_for_commit(channel, payload))
 
 
+def send_event_without_waiting_for_commit(*, channel: str, event: dict[str, Any]) -> None:
+    """Push ``event`` to ``channel`` at once, waiting neither for a commit nor for the end of
+    a ``batched_events`` block: for what is committed already (a step's reservation) or is
+    never stored (the draft of a reply being generated). Best effort: a failure is logged,
+    never raised, so the step that sends it goes on."""
+    try:
+        _pusher.push(channel, json.loads(json.dumps(event)))
+    except Exception:
+        log.warning("event push to %s failed", channel, exc_info=True)
+
+
 class _Pusher:
-    """One event loop thread per process that owns the channel layer's connections."""
+    """One event loop thread per process that owns the channel layer's connections. Each
+    channel's pushes are sent one after another, in the order they were made: a draft pushed
+    mid-step must not arrive after the turn that replaces it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = 0
         self._pending: set[Future] = set()
+        # The last send of each channel; read and replaced only on the loop's thread.
+        self._tails: dict[str, asyncio.Future] = {}
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
             if self._loop is None or self._pid != os.getpid():  # a forked child starts afresh
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="garden-events", daemon=True).start()
-                self._loop, self._pid, self._pending = loop, os.getpid(), set()
+                self._loop, self._pid, self._pending, self._tails = loop, os.getpid(), set(), {}
             return self._loop
 
     def push(self, channel: str, payload: dict[str, Any]) -> None:
-        future = asyncio.run_coroutine_threadsafe(_send(channel, payload), self._ensure_loop())
+        future = asyncio.run_coroutine_threadsafe(
+            self._send_in_order(channel, payload), self._ensure_loop()
+        )
         with self._lock:
             self._pending.add(future)
         future.add_done_callback(self._done)
+
+    async def _send_in_order(self, channel: str, payload: dict[str, Any]) -> None:
+        # Coroutines handed to the loop start in the order they were handed over, so the
+        # tail read here (before the first await) is the push made just before this one.
+        previous = self._tails.get(channel)
+        current = asyncio.current_task()
+        assert current is not None
+        self._tails[channel] = current
+        try:
+            if previous is not None:
+                await asyncio.wait([previous])
+            await _send(channel, payload)
+        finally:
+            if self._tails.get(channel) is current:
+                del self._tails[channel]
 
     def _done(self, future: Future) -> None:
         with self._lock:

@@ -6,6 +6,8 @@ row for the audit trail. Never read-then-write: a conditional UPDATE's rowcount 
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -35,26 +37,42 @@ _COUNTERS = {
 
 
 def reserve_call(
-    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int = 1
+    *,
+    request_id: int,
+    purpose: str,
+    agent_id: int,
+    fence: int | None,
+    attempt: int = 1,
+    at: datetime | None = None,
 ) -> CallReservation | None:
     """Reserve one call of ``purpose`` on the request row; None when the budget is spent,
     the request is no longer in the state that may spend it, or ``fence`` moved.
 
     Working calls need state running, synthesis calls state synthesizing; maintenance calls
-    (rollover) are counted on the same row and never taken from the twelve.
+    (rollover) are counted on the same row and never taken from the twelve. A step's call
+    (one with a ``fence``) also names ``agent_id`` as the request's working agent since ``at``
+    (now unless given), in the same UPDATE.
     """
     counter, limit, state = _COUNTERS[purpose]
+    at = at or timezone.now()
     if connection.vendor == "postgresql":
         return _reserve_in_one_statement(
-            request_id=request_id, purpose=purpose, agent_id=agent_id, fence=fence, attempt=attempt
+            request_id=request_id,
+            purpose=purpose,
+            agent_id=agent_id,
+            fence=fence,
+            attempt=attempt,
+            at=at,
         )
     filters = {"pk": request_id, f"{counter}__lt": limit}
     if state is not None:
         filters["state"] = state
+    changes = {counter: F(counter) + 1}
     if fence is not None:
         filters["fence"] = fence
+        changes.update(working_agent_id=agent_id, working_since=at, working_fence=fence)
     with transaction.atomic():
-        if not GroupRequest.objects.filter(**filters).update(**{counter: F(counter) + 1}):
+        if not GroupRequest.objects.filter(**filters).update(**changes):
             return None
         return CallReservation.objects.create(
             request_id=request_id,
@@ -66,7 +84,7 @@ def reserve_call(
 
 
 def _reserve_in_one_statement(
-    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
 ) -> CallReservation | None:
     """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement
     (a data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
@@ -74,12 +92,15 @@ def _reserve_in_one_statement(
     """
     counter, limit, state = _COUNTERS[purpose]
     where, params = [f'"{counter}" < %s', '"id" = %s'], [limit, request_id]
+    sets, set_params = [f'"{counter}" = "{counter}" + 1'], []
     if state is not None:
         where.append('"state" = %s')
         params.append(state)
     if fence is not None:
         where.append('"fence" = %s')
         params.append(fence)
+        sets.append('"working_agent_id" = %s, "working_since" = %s, "working_fence" = %s')
+        set_params += [agent_id, at, fence]
     row = CallReservation(
         request_id=request_id,
         purpose=purpose,
@@ -87,11 +108,11 @@ def _reserve_in_one_statement(
         fence=fence or 0,
         attempt=attempt,
         status=CallReservation.Status.RESERVED,
-        created_at=timezone.now(),
+        created_at=at,
     )
     requests, reservations = GroupRequest._meta.db_table, CallReservation._meta.db_table
     sql = (
-        f'WITH counted AS (UPDATE "{requests}" SET "{counter}" = "{counter}" + 1 '
+        f'WITH counted AS (UPDATE "{requests}" SET {", ".join(sets)} '
         f'WHERE {" AND ".join(where)} RETURNING "id") '
         f'INSERT INTO "{reservations}" ("request_id", "purpose", "agent_id", "fence", "attempt", '
         f'"status", "reason", "created_at") SELECT "id", %s, %s, %s, %s, %s, %s, %s FROM counted '
@@ -101,6 +122,7 @@ def _reserve_in_one_statement(
         cursor.execute(
             sql,
             [
+                *set_params,
                 *params,
                 row.purpose,
                 row.agent_id,

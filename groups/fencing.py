@@ -14,6 +14,7 @@ from django.db.models import Model
 
 from garden import events
 from garden.models import Agent, Message
+from garden.providers import Usage
 from garden.services.conversations import messages_append
 from groups import row_locks, scheduling, transcripts
 from groups.models import CallReservation, GroupRequest
@@ -22,8 +23,15 @@ from groups.room import Room
 from groups.routing import Contribution
 from groups.services.requests import request_finish
 
-# What others may change on the request row while a step runs, read back under the lock.
-_COUNTERS = ("working_reserved", "synthesis_reserved", "maintenance_reserved")
+# What others may change on the request row while a step runs (and the token counts a
+# step adds to), read back under the lock.
+_COUNTERS = (
+    "working_reserved",
+    "synthesis_reserved",
+    "maintenance_reserved",
+    "input_tokens",
+    "output_tokens",
+)
 
 
 class StaleStep(Exception):
@@ -31,20 +39,29 @@ class StaleStep(Exception):
 
 
 @contextmanager
-def fenced(room: Room, *, consume: CallReservation | None = None) -> Iterator[GroupRequest]:
+def fenced(
+    room: Room, *, consume: CallReservation | None = None, usage: Usage | None = None
+) -> Iterator[GroupRequest]:
     """A transaction in which this step still owns its request; raises StaleStep (rolling
     back) when the fence moved or the request left the states a step may write in.
 
     Only the request row is locked: a step changes nothing group-wide, and the services that
     lock both (stop, clear, delete) take the group first, so there is no cycle. ``consume``
-    marks the step's reservation consumed in the same transaction (the call ran).
+    marks the step's reservation consumed in the same transaction (the call ran), and
+    ``usage`` adds its tokens to the request's, in the statement that locks the row: counted
+    with the reply's turns or, for a stale step, not at all.
     """
     if room.outbox:  # a nested block would write the outer block's turns early
         raise RuntimeError("turns were buffered outside a fenced block")
     request = room.request
     with transaction.atomic():
         current = row_locks.lock_request_values(
-            request.pk, "fence", "state", *_COUNTERS, consume=consume.pk if consume else None
+            request.pk,
+            "fence",
+            "state",
+            *_COUNTERS,
+            consume=consume.pk if consume else None,
+            tokens=(usage.input_tokens, usage.output_tokens) if usage else (0, 0),
         )
         if (
             current is None

@@ -109,6 +109,16 @@ class GroupRequest(models.Model):
     waiting_for = models.CharField(max_length=40, blank=True)
     outcome_code = models.CharField(max_length=40, blank=True)
     outcome = models.TextField(blank=True)
+    # The member whose model call is out now: set by the reservation of the step at
+    # ``working_fence``, current while that step has not completed (``working_now``).
+    working_agent = models.ForeignKey(
+        "garden.Agent", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    working_since = models.DateTimeField(null=True, blank=True)
+    working_fence = models.PositiveIntegerField(default=0)
+    # Tokens of the calls whose replies were recorded, as their providers counted them.
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -141,6 +151,17 @@ class GroupRequest(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.state in self.FINISHED_STATES
+
+    @property
+    def working_now(self) -> bool:
+        """Whether ``working_agent``'s call is out now: its step holds the fence, has not
+        completed, and the request may still step (a stop or an ending moves the fence)."""
+        return (
+            self.working_agent_id is not None
+            and self.state in self.STEPPABLE_STATES
+            and self.working_fence == self.fence
+            and self.completed_fence < self.fence
+        )
 
 
 class CallReservation(models.Model):

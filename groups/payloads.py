@@ -1,15 +1,18 @@
 """The one payload of a group request and of an approval: what the API returns and what the
-events carry, so the browser never reconciles two shapes. The serializers are the schema the
-OpenAPI document shows."""
+events carry, so the browser never reconciles two shapes; and the draft of a reply being
+generated, which only an event carries. The serializers are the schema the OpenAPI document
+shows."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from garden.heartbeat import workers_alive
-from garden.models import Approval
+from garden.models import Agent, Approval
+from garden.tools import describe_action
 from groups.models import MAINTENANCE_CALLS, SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
 
 
@@ -34,6 +37,29 @@ class BudgetOutput(serializers.Serializer):
         return MAINTENANCE_CALLS
 
 
+class AgentFaceOutput(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    handle = serializers.CharField()
+    name = serializers.CharField()
+    colour = serializers.CharField()
+
+
+class WorkingOutput(serializers.Serializer):
+    """The member whose model call is out now, and since when (the page counts from it)."""
+
+    agent = AgentFaceOutput(source="working_agent")
+    since = serializers.DateTimeField(source="working_since")
+    step = serializers.IntegerField(source="working_fence")
+
+
+class UsageOutput(serializers.Serializer):
+    """Tokens of the request's calls whose replies were recorded, as their providers counted
+    them (a provider that reports none adds nothing)."""
+
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
 class RequestOutput(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     group = serializers.IntegerField(source="group_id")
@@ -42,6 +68,10 @@ class RequestOutput(serializers.Serializer):
     state = serializers.CharField()
     fence = serializers.IntegerField()
     budget = BudgetOutput(source="*")
+    usage = UsageOutput(source="*")
+    working = serializers.SerializerMethodField(
+        help_text="The member whose model call is out now ({agent, since, step}), or null."
+    )
     queue = serializers.JSONField()
     waiting_for = serializers.SerializerMethodField(
         help_text="What the request waits for besides its turn: calls_in_flight (every "
@@ -57,12 +87,10 @@ class RequestOutput(serializers.Serializer):
     def get_waiting_for(self, request: GroupRequest) -> str | None:
         return request.waiting_for or None
 
-
-class AgentFaceOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="pk")
-    handle = serializers.CharField()
-    name = serializers.CharField()
-    colour = serializers.CharField()
+    @extend_schema_field(WorkingOutput(allow_null=True))
+    def get_working(self, request: GroupRequest) -> dict[str, Any] | None:
+        # Checked before the agent is read: a request with no call out costs no query.
+        return _WORKING_OUTPUT.to_representation(request) if request.working_now else None
 
 
 class ApprovalOutput(serializers.Serializer):
@@ -73,7 +101,10 @@ class ApprovalOutput(serializers.Serializer):
     tool_call_id = serializers.CharField()
     request = serializers.IntegerField(source="request_id", allow_null=True)
     group = serializers.SerializerMethodField()
-    conversation = serializers.IntegerField(source="conversation_id")
+    conversation = serializers.IntegerField(source="conversation_id", allow_null=True)
+    label = serializers.SerializerMethodField(
+        help_text='What it asks, in words: "Ledger wants to write plan.md".'
+    )
     surface = serializers.CharField()
     reason = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -82,10 +113,20 @@ class ApprovalOutput(serializers.Serializer):
     def get_group(self, approval: Approval) -> int | None:
         return approval.request.group_id if approval.request_id else None
 
+    def get_label(self, approval: Approval) -> str:
+        return approval_label(approval)
+
+
+def approval_label(approval: Approval) -> str:
+    action = approval.action or {}
+    return f"{approval.agent.name} wants to {describe_action(action.get('name', '?'), action.get('arguments'))}"
+
 
 # One instance of each, its fields bound once: serialising is read-only, so threads share them.
 _REQUEST_OUTPUT = RequestOutput()
+_WORKING_OUTPUT = WorkingOutput()
 _APPROVAL_OUTPUT = ApprovalOutput()
+_AGENT_FACE_OUTPUT = AgentFaceOutput()
 
 
 # A request in these states waits for a worker to take it further.
@@ -117,6 +158,19 @@ def request_event(request: GroupRequest) -> dict[str, Any]:
             request,
             workers_alive=workers_alive() if request.state == GroupRequest.State.QUEUED else None,
         ),
+    }
+
+
+def draft_event(*, request_id: int, step: int, agent: Agent, text: str) -> dict[str, Any]:
+    """The text so far of the reply ``agent`` is generating in the step at fence ``step``.
+    Never stored: the turn is written once, whole, when the step records it, and the page
+    drops the draft then, or when the request ends or a later step starts."""
+    return {
+        "type": "request.draft",
+        "request": request_id,
+        "step": step,
+        "agent": _AGENT_FACE_OUTPUT.to_representation(agent),
+        "text": text,
     }
 
 

@@ -222,5 +222,5 @@ def _handle_archive(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
     return _outcome(platform_archive_group(agent=agent, arguments=arguments))
 
 
-register(Tool(spec=UPDATE_GROUP, handler=_handle_update))
-register(Tool(spec=ARCHIVE_GROUP, handler=_handle_archive))
+register(Tool(spec=UPDATE_GROUP, handler=_handle_update, meta={"describe": "change a group"}))
+register(Tool(spec=ARCHIVE_GROUP, handler=_handle_archive, meta={"describe": "archive a group"}))

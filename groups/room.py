@@ -12,7 +12,13 @@ from django.db import connection
 
 from garden import events
 from garden.models import Agent, Message
-from garden.providers import ChatReply, ChatRequest, ProviderConfigError, get_provider
+from garden.providers import (
+    ChatReply,
+    ChatRequest,
+    ProviderConfigError,
+    TextSink,
+    get_provider,
+)
 from garden.selectors import account_config
 from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
 from groups.models import Group, GroupRequest
@@ -117,12 +123,13 @@ def forget_rosters() -> None:
         _rosters.clear()
 
 
-def dispatch(speaker: Agent, chat: ChatRequest) -> ChatReply:
+def dispatch(speaker: Agent, chat: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply:
+    """``speaker``'s model call; with ``on_text``, streamed (its text handed over as it comes)."""
     if speaker.model_account is None:
         raise ProviderConfigError(f"@{speaker.handle} has no model account")
     config = account_config(speaker.model_account)
     release_connection()
-    return get_provider(config).complete(chat)
+    return get_provider(config).complete(chat, on_text=on_text)
 
 
 def release_connection() -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from garden.models import Agent, Approval, Conversation, ModelAccount
@@ -59,18 +60,32 @@ def lock_request(request_id: int) -> GroupRequest | None:
     return GroupRequest.objects.select_for_update(of=("self",)).filter(pk=request_id).first()
 
 
-def lock_request_values(request_id: int, *fields: str, consume: int | None = None) -> tuple | None:
+def lock_request_values(
+    request_id: int,
+    *fields: str,
+    consume: int | None = None,
+    tokens: tuple[int, int] = (0, 0),
+) -> tuple | None:
     """A step's re-check: ``fields`` of the request row, read under FOR UPDATE. ``consume``
     names a reservation to mark consumed in the same transaction (on PostgreSQL, in the same
-    statement: one round trip for the lock and the count). The values come back as the
-    database gives them: ask only for integer and text fields."""
+    statement: one round trip for the lock and the count). ``tokens`` (input, output) are
+    added to the request's counts in the statement that locks the row, and the values read
+    are those after it. The values come back as the database gives them: ask only for
+    integer and text fields."""
     if consume is not None and connection.vendor == "postgresql":
         reservations, requests = CallReservation._meta.db_table, GroupRequest._meta.db_table
         columns = ", ".join(f'"{GroupRequest._meta.get_field(f).column}"' for f in fields)
+        # The row is locked by the UPDATE that counts the tokens when there are any (it
+        # returns the row as it then is), else by FOR UPDATE.
+        read = (
+            f'UPDATE "{requests}" SET "input_tokens" = "input_tokens" + %s, '
+            f'"output_tokens" = "output_tokens" + %s WHERE "id" = %s RETURNING {columns}'
+            if any(tokens)
+            else f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR UPDATE'
+        )
         sql = (
             f'WITH consumed AS (UPDATE "{reservations}" SET "status" = %s, "reason" = %s, '
-            f'"finished_at" = %s WHERE "id" = %s AND "status" = %s) '
-            f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR UPDATE'
+            f'"finished_at" = %s WHERE "id" = %s AND "status" = %s) {read}'
         )
         with connection.cursor() as cursor:
             cursor.execute(
@@ -81,6 +96,7 @@ def lock_request_values(request_id: int, *fields: str, consume: int | None = Non
                     timezone.now(),
                     consume,
                     CallReservation.Status.RESERVED,
+                    *(tokens if any(tokens) else ()),
                     request_id,
                 ],
             )
@@ -88,6 +104,10 @@ def lock_request_values(request_id: int, *fields: str, consume: int | None = Non
     if consume is not None:
         CallReservation.objects.filter(pk=consume, status=CallReservation.Status.RESERVED).update(
             status=CallReservation.Status.CONSUMED, reason="", finished_at=timezone.now()
+        )
+    if any(tokens):
+        GroupRequest.objects.filter(pk=request_id).update(
+            input_tokens=F("input_tokens") + tokens[0], output_tokens=F("output_tokens") + tokens[1]
         )
     return (
         GroupRequest.objects.select_for_update(of=("self",))

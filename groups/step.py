@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
@@ -22,6 +23,7 @@ from garden.transcript import blocks_to_json
 from groups import budget, row_locks, scheduling
 from groups.asks import ask, begin_synthesis, member_finished, request_help, skip_member
 from groups.bounding import RoomTooLarge
+from groups.drafts import Draft
 from groups.faults import fault_point
 from groups.fencing import StaleStep, append, complete_step, fenced, finish
 from groups.locks import group_lock
@@ -167,12 +169,14 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
             return _wait_for_call_slot(room, attempt=attempt, first_at=first_at)
         if request.waiting_for:
             _stop_waiting(room)
+        reserved_at = timezone.now()
         reservation = budget.reserve_call(
             request_id=request.pk,
             purpose=purpose,
             agent_id=speaker.pk,
             fence=room.fence,
             attempt=attempt,
+            at=reserved_at,
         )
         if reservation is None:
             if purpose == CallReservation.Purpose.WORKING:
@@ -184,14 +188,18 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
             return "synthesis_spent"
 
         fault_point("before_dispatch")
+        _announce_speaker(room, speaker, reserved_at)
         tools = () if synthesis else tool_specs(room, speaker)
+        draft = Draft(channel=room.channel, request_id=request.pk, step=room.fence, speaker=speaker)
         try:
             reply = dispatch(
                 speaker,
                 ChatRequest(system=projection.system, messages=projection.messages, tools=tools),
+                on_text=draft,
             )
         except ProviderError as exc:
             failure = exc
+            draft.discard()
     # The owner's slot is free again before anything is recorded or any tool runs.
     if failure is not None:
         return _after_failure(
@@ -199,6 +207,19 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
         )
     fault_point("after_reply")
     return _record(room, speaker, purpose, reservation, reply, queue)
+
+
+def _announce_speaker(room: Room, speaker: Agent, since: datetime) -> None:
+    """The room learns who works now and since when as the call goes out, not when the step
+    ends: the request as its reservation left it (committed; the reservation named the
+    speaker on the row), pushed at once rather than with the step's batch."""
+    request = room.request
+    request.working_agent, request.working_since, request.working_fence = (
+        speaker,
+        since,
+        room.fence,
+    )
+    events.send_event_without_waiting_for_commit(channel=room.channel, event=request_event(request))
 
 
 def _wait_for_call_slot(room: Room, *, attempt: int, first_at: float) -> str:
@@ -245,7 +266,7 @@ def _record(
         content = [b for b in content if b["type"] == "text"] or [text_block("")]
     head = queue[0] if queue and not is_coordinator else None
 
-    with fenced(room, consume=reservation):
+    with fenced(room, consume=reservation, usage=reply.usage):
         if not calls:
             append(
                 room,

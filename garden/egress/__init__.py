@@ -1,20 +1,22 @@
 """The egress policy: every outbound HTTP request an owner can direct (a model account's base
-URL, ``http.fetch``) goes through one client built here.
+URL, ``http.fetch``), and the Telegram Bot API's, goes through one client built here.
 
 - The host is resolved and every address it resolves to is checked before any connection:
   loopback, private, link-local, unique-local, multicast, reserved and cloud metadata
   addresses are refused (IPv4 and IPv6, IPv4-mapped and NAT64/6to4 forms unwrapped), unless
-  the operator's allowlist (``GARDEN_EGRESS_ALLOW``, and ``GARDEN_EGRESS_ALLOW_PROVIDERS``
-  for model accounts only) names the host or a network holding the address (``policy``).
+  the operator's allowlist (``GARDEN_EGRESS_ALLOW``; ``GARDEN_EGRESS_ALLOW_PROVIDERS`` for
+  model accounts only, ``GARDEN_EGRESS_ALLOW_TELEGRAM`` for the Bot API only) names the host
+  or a network holding the address (``policy``).
 - The socket connects to the address that was checked, so there is no window in which a
   second DNS answer (rebinding) could send it elsewhere; TLS still verifies the host name.
 - The check runs at every connection, so every redirect hop is checked too (``client``).
 - Every read and write is bounded by the deadline of the request in progress
   (``deadline()``), so a server dripping one byte at a time cannot hold a worker past it;
-  ``read_capped`` stops reading a body at a byte cap.
+  ``read_capped`` stops reading a body at a byte cap (``iter_capped``, the same as it
+  arrives).
 """
 
-from garden.egress.client import EgressBackend, build_client, read_capped, shared
+from garden.egress.client import EgressBackend, build_client, iter_capped, read_capped, shared
 from garden.egress.deadline import deadline
 from garden.egress.policy import (
     DNS_TIMEOUT,
@@ -46,6 +48,7 @@ __all__ = [
     "check_host",
     "check_url",
     "deadline",
+    "iter_capped",
     "parse_allowlist",
     "read_capped",
     "refusal_reason",

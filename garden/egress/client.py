@@ -8,6 +8,7 @@ import os
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import httpcore
@@ -146,7 +147,14 @@ _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflat
 
 def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
     """Up to ``max_bytes`` of the body of a streamed response, and whether more was left
-    unread; the connection is closed rather than drained. A body sent gzip- or
+    unread; the connection is closed rather than drained."""
+    body = b"".join(iter_capped(response, max_bytes))
+    return body[:max_bytes], len(body) > max_bytes
+
+
+def iter_capped(response: httpx.Response, max_bytes: int) -> Iterator[bytes]:
+    """The body of a streamed response as it arrives, at most ``max_bytes + 1`` bytes in all
+    (so a caller that counts can tell a body past the cap), then no more. A body sent gzip- or
     deflate-encoded anyway is unpacked here, never past the cap (a few hundred bytes of gzip
     can unpack to gigabytes); any other encoding is refused."""
     encodings = [
@@ -159,16 +167,16 @@ def read_capped(response: httpx.Response, max_bytes: int) -> tuple[bytes, bool]:
             f"the response is encoded as {', '.join(encodings)}, which garden does not unpack."
         )
     unpack = zlib.decompressobj(_DECODERS[encodings[0]]) if encodings else None
-    parts: list[bytes] = []
     size = 0
     for chunk in response.iter_raw():
         if unpack is not None:
             try:
+                # Unpacked output is limited to what the cap leaves (plus the one byte that
+                # tells a caller the body went past it).
                 chunk = unpack.decompress(chunk, max_bytes + 1 - size)
             except zlib.error as exc:
                 raise EgressRefused(f"the response's {encodings[0]} body is corrupt.") from exc
-        parts.append(chunk)
         size += len(chunk)
-        if size > max_bytes or (unpack is not None and unpack.unconsumed_tail):
-            return b"".join(parts)[:max_bytes], True
-    return b"".join(parts), False
+        yield chunk
+        if size > max_bytes:
+            return

@@ -1,7 +1,8 @@
 """Transport and failure classification shared by the HTTP adapters (OpenAI, Anthropic).
 
-Each adapter supplies only its wire mapping; posting, timeouts and turning every way a call can
-fail into a ProviderError subclass live here once.
+Each adapter supplies only its wire mapping; posting, timeouts, reading a streamed reply's
+server-sent events and turning every way a call can fail into a ProviderError subclass live
+here once.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .types import (
     ProviderError,
     ProviderServerError,
     ProviderTimeout,
+    TextSink,
     ToolSpec,
 )
 
@@ -47,12 +49,32 @@ REJECTION_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422, 429})
 _ERROR_SNIPPET = 500
 
 
+class StreamAssembler:
+    """Builds one reply from a stream's events, in the shape the non-streamed call returns, so
+    the adapter's ``_parse`` reads both and a streamed call gives the same ChatReply. Text
+    deltas go to ``on_text`` as they come."""
+
+    def __init__(self, on_text: TextSink) -> None:
+        self.on_text = on_text
+        # Whether any event came: a server that ignores ``stream`` answers in one piece.
+        self.fed = False
+
+    def feed(self, event: str, data: Any) -> bool:
+        """Take one event (its name, and its JSON data decoded, or ``"[DONE]"``); True once
+        the reply is whole."""
+        raise NotImplementedError
+
+    def data(self) -> dict[str, Any]:
+        """The reply in the non-streamed shape; MalformedReply if the stream never finished."""
+        raise NotImplementedError
+
+
 class HttpProvider:
     """An adapter over the process's shared ``httpx.Client``; subclasses map requests and
     replies.
 
     Subclasses set ``name`` and ``default_base_url`` and implement ``_url``, ``_headers``,
-    ``_body`` and ``_parse``.
+    ``_body`` and ``_parse``, and for streaming ``_stream_fields`` and ``_assembler``.
     """
 
     name = "http"
@@ -65,9 +87,16 @@ class HttpProvider:
         self.base_url = (config.base_url or self.default_base_url).rstrip("/")
         self.timeout = config.timeout
 
-    def complete(self, request: ChatRequest) -> ChatReply:
+    def complete(self, request: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply:
+        """One model call. With ``on_text`` the reply is streamed: each piece of its text is
+        handed to ``on_text`` as it is generated (their concatenation is the reply's text), and
+        the reply returned is the one the same call would give unstreamed."""
         names = ToolNames(request.tools)
         body = self._body(request, names)
+        assembler: StreamAssembler | None = None
+        if on_text is not None:
+            body = {**body, **self._stream_fields()}
+            assembler = self._assembler(on_text)
         try:
             data = post_json(
                 shared_client(),
@@ -76,11 +105,16 @@ class HttpProvider:
                 body,
                 provider=self.name,
                 timeout=self.timeout,
+                assembler=assembler,
             )
         except ProviderError as exc:
             redact(exc, self.config.api_key)
             raise
-        return self._parse(data, names)
+        reply = self._parse(data, names)
+        if assembler is not None and not assembler.fed and reply.text:
+            # A server that ignored ``stream`` answered in one piece: its text is one delta.
+            assembler.on_text(reply.text)
+        return reply
 
     def close(self) -> None:
         """Nothing to release: connections belong to the process's shared client."""
@@ -101,6 +135,13 @@ class HttpProvider:
         raise NotImplementedError
 
     def _parse(self, data: dict[str, Any], names: ToolNames) -> ChatReply:
+        raise NotImplementedError
+
+    def _stream_fields(self) -> dict[str, Any]:
+        """What the request body adds to ask for a streamed reply."""
+        return {"stream": True}
+
+    def _assembler(self, on_text: TextSink) -> StreamAssembler:
         raise NotImplementedError
 
 
@@ -139,8 +180,13 @@ def post_json(
     *,
     provider: str,
     timeout: float,
+    assembler: StreamAssembler | None = None,
 ) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError.
+
+    With ``assembler``, a 2xx ``text/event-stream`` answer is read event by event into it and
+    its reply returned; any other answer is read as without it (an error status is classified
+    the same way, and a server that ignores ``stream`` is read as one JSON body).
 
     ``timeout`` bounds the whole call (connect, send, wait, read), not each phase; the reply
     is read up to GARDEN_PROVIDER_MAX_REPLY_BYTES.
@@ -153,6 +199,9 @@ def post_json(
                 "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
             ) as response,
         ):
+            status = response.status_code
+            if assembler is not None and 200 <= status < 300 and _is_event_stream(response):
+                return read_events(response, cap, provider, assembler)
             raw, clipped = egress.read_capped(response, cap)
     except egress.EgressRefused as exc:
         raise EgressRefusedError(f"{provider}: {exc.message}") from exc
@@ -165,7 +214,6 @@ def post_json(
         ) from None
     except httpx.HTTPError as exc:
         raise classify_exception(exc, provider) from exc
-    status = response.status_code
     if clipped:
         raise MalformedReply(
             f"{provider}: HTTP {status} reply is larger than {cap} bytes", status=status
@@ -184,6 +232,104 @@ def post_json(
             status=status,
         )
     return data
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    return media == "text/event-stream"
+
+
+def read_events(
+    response: httpx.Response, cap: int, provider: str, assembler: StreamAssembler
+) -> dict[str, Any]:
+    """Feed a 2xx event stream to ``assembler`` until it has the whole reply.
+
+    The stream ending first, an event whose data is not JSON, or more than ``cap`` bytes is a
+    MalformedReply; a transport error on the way is raised as httpx's, for the caller to
+    classify. Either way the model may have run, so every failure here is ambiguous.
+    """
+    status = response.status_code
+    parser = EventStream()
+    size = 0
+    for chunk in egress.iter_capped(response, cap):
+        size += len(chunk)
+        if size > cap:
+            raise MalformedReply(
+                f"{provider}: streamed reply is larger than {cap} bytes", status=status
+            )
+        for event, data in parser.feed(chunk):
+            if _feed(assembler, event, data, provider, status):
+                return assembler.data()
+    for event, data in parser.close():
+        if _feed(assembler, event, data, provider, status):
+            return assembler.data()
+    return assembler.data()
+
+
+def _feed(assembler: StreamAssembler, event: str, data: str, provider: str, status: int) -> bool:
+    assembler.fed = True
+    if data == "[DONE]":
+        return assembler.feed(event, data)
+    try:
+        decoded = json.loads(data)
+    except ValueError as exc:
+        raise MalformedReply(
+            f"{provider}: a streamed event is not JSON: {data[:200]!r}", status=status
+        ) from exc
+    return assembler.feed(event, decoded)
+
+
+class EventStream:
+    """Server-sent events parsed from the bytes of a response as they arrive: each complete
+    event as ``(name, data)`` (name ``message`` unless the event says otherwise; ``data``
+    lines joined by newlines). Comments and unknown fields are skipped; a line that is not
+    UTF-8 is a MalformedReply."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        self._buffer += chunk
+        events: list[tuple[str, str]] = []
+        start = 0
+        while (end := self._buffer.find(b"\n", start)) >= 0:
+            event = self._line(bytes(self._buffer[start:end]))
+            if event is not None:
+                events.append(event)
+            start = end + 1
+        del self._buffer[:start]
+        return events
+
+    def close(self) -> list[tuple[str, str]]:
+        """The events still held when the stream ends (a last line with no newline after it,
+        an event with no blank line after it)."""
+        tail, self._buffer = bytes(self._buffer), bytearray()
+        events = [event for event in (self._line(tail), self._line(b"")) if event is not None]
+        return events
+
+    def _line(self, raw: bytes) -> tuple[str, str] | None:
+        try:
+            line = raw.rstrip(b"\r").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedReply(f"a streamed line is not UTF-8: {raw[:100]!r}") from exc
+        if not line:
+            if not self._data:
+                self._event = ""
+                return None
+            event = (self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return event
+        if line.startswith(":"):
+            return None
+        field, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if field == "event":
+            self._event = value
+        elif field == "data":
+            self._data.append(value)
+        return None
 
 
 def classify_exception(exc: httpx.HTTPError, provider: str) -> Exception:

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._http import HttpProvider, ToolNames, artifact_line, count, require
+from ._http import (
+    HttpProvider,
+    StreamAssembler,
+    ToolNames,
+    artifact_line,
+    count,
+    parse_arguments,
+    require,
+)
 from .types import (
     ArtifactRef,
     Block,
     ChatMessage,
     ChatReply,
     ChatRequest,
+    MalformedReply,
+    ProviderServerError,
     TextBlock,
+    TextSink,
     ToolCall,
     ToolResult,
     Usage,
@@ -62,6 +73,9 @@ class AnthropicProvider(HttpProvider):
             ]
         return body
 
+    def _assembler(self, on_text: TextSink) -> StreamAssembler:
+        return _EventAssembler(on_text)
+
     def _parse(self, data: dict[str, Any], names: ToolNames) -> ChatReply:
         blocks = require(data, "content", list, "anthropic reply")
         content: list[Block] = []
@@ -98,6 +112,89 @@ class AnthropicProvider(HttpProvider):
                 output_tokens=count(usage, "output_tokens"),
             ),
         )
+
+
+class _EventAssembler(StreamAssembler):
+    """A streamed message: ``message_start`` (the usage so far), each content block opened by
+    ``content_block_start`` and grown by ``content_block_delta`` (``text_delta``,
+    ``input_json_delta``), ``message_delta`` (stop reason, final usage), ``message_stop``.
+    ``ping`` and block types with no neutral form are skipped; an ``error`` event means the
+    model ran and failed."""
+
+    def __init__(self, on_text: TextSink) -> None:
+        super().__init__(on_text)
+        self._blocks: dict[int, dict[str, Any]] = {}
+        self._json: dict[int, list[str]] = {}
+        self._usage: dict[str, Any] = {}
+        self._stop: str | None = None
+        self._done = False
+        self._text_block: int | None = None  # the block the last text came from
+
+    def feed(self, event: str, data: Any) -> bool:
+        if not isinstance(data, dict):
+            raise MalformedReply(f"anthropic stream: {event} data is {type(data).__name__}")
+        kind = data.get("type") or event
+        where = f"anthropic stream {kind}"
+        if kind == "message_start":
+            usage = require(data, "message", dict, where).get("usage")
+            self._usage.update(usage if isinstance(usage, dict) else {})
+        elif kind == "content_block_start":
+            index = require(data, "index", int, where)
+            self._blocks[index] = dict(require(data, "content_block", dict, where))
+            self._text(index, self._blocks[index].get("text"))
+        elif kind == "content_block_delta":
+            self._delta(require(data, "index", int, where), require(data, "delta", dict, where))
+        elif kind == "message_delta":
+            delta, usage = data.get("delta"), data.get("usage")
+            if isinstance(delta, dict) and isinstance(delta.get("stop_reason"), str):
+                self._stop = delta["stop_reason"]
+            # Counts here are running totals, so they replace those of message_start.
+            self._usage.update(usage if isinstance(usage, dict) else {})
+        elif kind == "message_stop":
+            self._done = True
+            return True
+        elif kind == "error":
+            raise ProviderServerError(
+                f"anthropic: the stream failed: {str(data.get('error'))[:500]}"
+            )
+        return False
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> None:
+        block = self._blocks.get(index)
+        if block is None:
+            raise MalformedReply(f"anthropic stream: a delta for block {index}, never started")
+        where = f"anthropic stream content[{index}]"
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = require(delta, "text", str, where)
+            block["text"] = str(block.get("text") or "") + text
+            self._text(index, text)
+        elif kind == "input_json_delta":
+            self._json.setdefault(index, []).append(require(delta, "partial_json", str, where))
+
+    def _text(self, index: int, text: Any) -> None:
+        if not isinstance(text, str) or not text:
+            return
+        # The reply's text joins its text blocks with a newline; so do the pieces.
+        if self._text_block is not None and self._text_block != index:
+            text = "\n" + text
+        self._text_block = index
+        self.on_text(text)
+
+    def data(self) -> dict[str, Any]:
+        if not self._done and self._stop is None:
+            raise MalformedReply("anthropic stream ended before the reply finished")
+        content = []
+        for index, block in sorted(self._blocks.items()):
+            if block.get("type") == "tool_use":
+                parts = self._json.get(index)
+                raw = "".join(parts) if parts else block.get("input")
+                block = {
+                    **block,
+                    "input": parse_arguments(raw, f"anthropic stream content[{index}]"),
+                }
+            content.append(block)
+        return {"content": content, "stop_reason": self._stop, "usage": self._usage}
 
 
 def _wire_blocks(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]:

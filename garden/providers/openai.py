@@ -8,7 +8,15 @@ import json
 import uuid
 from typing import Any
 
-from ._http import HttpProvider, ToolNames, artifact_line, count, parse_arguments, require
+from ._http import (
+    HttpProvider,
+    StreamAssembler,
+    ToolNames,
+    artifact_line,
+    count,
+    parse_arguments,
+    require,
+)
 from .types import (
     ArtifactRef,
     Block,
@@ -16,7 +24,9 @@ from .types import (
     ChatReply,
     ChatRequest,
     MalformedReply,
+    ProviderServerError,
     TextBlock,
+    TextSink,
     ToolCall,
     ToolResult,
     Usage,
@@ -71,6 +81,13 @@ class OpenAIProvider(HttpProvider):
             ]
         return body
 
+    def _stream_fields(self) -> dict[str, Any]:
+        # Without include_usage a streamed reply carries no token counts.
+        return {"stream": True, "stream_options": {"include_usage": True}}
+
+    def _assembler(self, on_text: TextSink) -> StreamAssembler:
+        return _ChunkAssembler(on_text)
+
     def _parse(self, data: dict[str, Any], names: ToolNames) -> ChatReply:
         choices = require(data, "choices", list, "openai reply")
         if not choices:
@@ -109,6 +126,88 @@ class OpenAIProvider(HttpProvider):
                 output_tokens=count(usage, "completion_tokens"),
             ),
         )
+
+
+class _ChunkAssembler(StreamAssembler):
+    """A streamed chat completion: text deltas, tool calls whose pieces arrive by index, the
+    finish reason, and the usage in a last chunk of its own (``include_usage``); the stream
+    ends with ``data: [DONE]``."""
+
+    def __init__(self, on_text: TextSink) -> None:
+        super().__init__(on_text)
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self._finish: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._done = False
+
+    def feed(self, event: str, data: Any) -> bool:
+        if data == "[DONE]":
+            self._done = True
+            return True
+        if not isinstance(data, dict):
+            raise MalformedReply(f"openai stream: a chunk is {type(data).__name__}")
+        if data.get("error") and not data.get("choices"):
+            # An error after the 200 (a server that fails mid-generation): the model ran.
+            raise ProviderServerError(f"openai: the stream failed: {str(data['error'])[:500]}")
+        if isinstance(data.get("usage"), dict):
+            self._usage = data["usage"]
+        choices = data.get("choices") or []
+        if not isinstance(choices, list):
+            raise MalformedReply("openai stream: choices is not a list")
+        for choice in choices:
+            # Only the first choice is read, as in the non-streamed reply.
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice)
+        return False
+
+    def _choice(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        if not isinstance(delta, dict):
+            raise MalformedReply("openai stream: delta is not an object")
+        text = _reply_text(delta.get("content"))
+        if text:
+            self._text.append(text)
+            self.on_text(text)
+        calls = delta.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise MalformedReply("openai stream: tool_calls is not a list")
+        for raw in calls:
+            if not isinstance(raw, dict):
+                raise MalformedReply("openai stream: a tool call delta is not an object")
+            index = raw.get("index", len(self._calls))
+            call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            if isinstance(raw.get("id"), str) and raw["id"]:
+                call["id"] = raw["id"]
+            function = raw.get("function") or {}
+            if isinstance(function.get("name"), str):
+                call["name"] += function["name"]
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                call["arguments"] += arguments
+            elif isinstance(arguments, dict):  # some servers send the object whole
+                call["arguments"] = json.dumps(arguments)
+        finish = choice.get("finish_reason")
+        if isinstance(finish, str) and finish:
+            self._finish = finish
+
+    def data(self) -> dict[str, Any]:
+        # A server that closes the stream after the finish reason without [DONE] still
+        # finished the reply; one that closes before it did not.
+        if not self._done and self._finish is None:
+            raise MalformedReply("openai stream ended before the reply finished")
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._text) or None}
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
+                for _, call in sorted(self._calls.items())
+            ]
+        choice = {"index": 0, "message": message, "finish_reason": self._finish}
+        return {"choices": [choice], "usage": self._usage}
 
 
 def _wire_messages(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]:

@@ -17,7 +17,8 @@ The first matching rule answers. The same request always gets the same reply, in
 call ids, so a redelivered step sees what the first delivery saw. Scripted accounts are a
 development and demo tool: ``when`` is never a regular expression (an owner's pattern must
 not be able to backtrack for minutes in a shared worker), and a ``delay`` longer than the
-timeout ends as a timeout, like a slow real provider.
+timeout ends as a timeout, like a slow real provider. Streamed (``on_text``), the reply's
+text comes in a few pieces spread over the delay, the same pieces every time.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ from .types import (
     ConfirmedRejection,
     MalformedReply,
     ProviderConfigError,
+    ProviderError,
     ProviderServerError,
     ProviderTimeout,
     TextBlock,
+    TextSink,
     ToolCall,
     ToolResult,
 )
@@ -129,7 +132,7 @@ class ScriptedProvider:
         self.rules: list[dict[str, Any]] = self.options.get("rules", [])
         self.timeout = config.timeout
 
-    def complete(self, request: ChatRequest) -> ChatReply:
+    def complete(self, request: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply:
         delay = float(self.options.get("delay", 0) or 0)
         if delay >= self.timeout:
             # A real provider this slow would time out; so does the script, at the timeout.
@@ -137,8 +140,21 @@ class ScriptedProvider:
             raise ProviderTimeout(
                 f"scripted delay {delay:g} s exceeds the timeout {self.timeout:g} s"
             )
-        if delay:
-            time.sleep(delay)
+        try:
+            reply = self._answer(request)
+        except ProviderError:
+            if delay:
+                time.sleep(delay)
+            raise
+        pieces = text_pieces(reply.text) if on_text is not None else [""]
+        for piece in pieces:
+            if delay:
+                time.sleep(delay / len(pieces))
+            if piece and on_text is not None:
+                on_text(piece)
+        return reply
+
+    def _answer(self, request: ChatRequest) -> ChatReply:
         last = request.messages[-1] if request.messages else None
         last_text = last.text if last and last.role == "user" else ""
         after_results = bool(last and any(isinstance(b, ToolResult) for b in last.content))
@@ -153,6 +169,21 @@ class ScriptedProvider:
                 raise make()
             return _reply(rule.get("reply", {}), request)
         return ChatReply(content=(TextBlock(self.options.get("default", "Understood.")),))
+
+
+# A streamed scripted reply comes in at most this many pieces.
+STREAM_PIECES = 6
+
+
+def text_pieces(text: str) -> list[str]:
+    """``text`` cut at word boundaries into at most STREAM_PIECES pieces that join back into
+    it exactly (an empty text is one empty piece)."""
+    words = text.split(" ")
+    size = -(-len(words) // STREAM_PIECES)  # ceiling division
+    return [
+        " ".join(words[i : i + size]) + (" " if i + size < len(words) else "")
+        for i in range(0, len(words), size)
+    ]
 
 
 def phrases_match(when: str, text: str) -> bool:

@@ -7,10 +7,14 @@ agent's history survives a change of provider between turns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
+
+# Where a streamed call hands each piece of its reply's text as it is generated.
+TextSink = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,27 @@ def all_tools() -> dict[str, Tool]:
     return dict(_REGISTRY)
 
 
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        raise KeyError(key)
+
+
+def describe_action(name: str, arguments: dict[str, Any] | None) -> str:
+    """What a tool call does, in words a person reads ("write Savings plan"): the tool's
+    ``meta["describe"]``, a format string over its arguments, or "use <name>". Approval cards,
+    Telegram messages and activity lines all say it this way."""
+    tool = get_tool(name)
+    template = tool.meta.get("describe") if tool is not None else None
+    if not template:
+        return f"use {name}"
+    args = {k: str(v)[:80] for k, v in (arguments or {}).items() if isinstance(v, str | int)}
+    try:
+        return template.format_map(_Blank(args))
+    except (KeyError, ValueError, IndexError):
+        # An argument the description names is missing: say what the tool does in general.
+        return tool.meta.get("describe_general", f"use {name}")
+
+
 def load_schema(name: str) -> dict[str, Any]:
     return json.loads((SCHEMA_DIR / name).read_text())
 

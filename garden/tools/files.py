@@ -42,6 +42,7 @@ FILE_WRITE = register(
             },
         ),
         handler=lambda ctx, args: file_write(ctx, args),
+        meta={"describe": "write {title}", "describe_general": "write a document"},
     )
 )
 
@@ -85,6 +86,7 @@ FILE_LIST = register(
             },
         ),
         handler=lambda ctx, args: file_list(ctx, args),
+        meta={"describe": "list the group's documents"},
     )
 )
 
@@ -107,6 +109,7 @@ FILE_READ = register(
             },
         ),
         handler=lambda ctx, args: file_read(ctx, args),
+        meta={"describe": "read artifact {artifact}", "describe_general": "read a document"},
     )
 )
 

@@ -100,6 +100,7 @@ MEMORY_REMEMBER = register(
             },
         ),
         handler=remember,
+        meta={"describe": "remember a note"},
     )
 )
 
@@ -117,5 +118,6 @@ MEMORY_RECALL = register(
             },
         ),
         handler=recall,
+        meta={"describe": "look through the memory"},
     )
 )

@@ -34,6 +34,7 @@ HTTP_FETCH = register(
             },
         ),
         handler=lambda ctx, args: http_fetch(ctx, args),
+        meta={"describe": "fetch {url}", "describe_general": "fetch a web page"},
     )
 )
 

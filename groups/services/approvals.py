@@ -20,7 +20,7 @@ from garden import events
 from garden.errors import ServiceError
 from garden.models import Approval, Message
 from garden.services.conversations import message_append, text_block
-from garden.tools import ToolContext, ToolOutcome, run_tool
+from garden.tools import ToolContext, ToolOutcome, describe_action, run_tool
 from groups import row_locks, scheduling
 from groups.faults import fault_point
 from groups.models import GroupRequest
@@ -182,8 +182,9 @@ def _record_and_resume(
             kind=Message.Kind.ACTIVITY,
             content=[
                 text_block(
-                    f"{approval.agent.name} ran {approval.action.get('name')} "
-                    f"(approved on {approval.surface})."
+                    f"{approval.agent.name} was allowed to "
+                    f"{describe_action(approval.action.get('name', '?'), approval.action.get('arguments'))}"
+                    f" (approved on {approval.surface}); it ran."
                 )
             ],
         )

@@ -102,7 +102,7 @@ def request_stop_active(
                 state=GroupRequest.State.STOPPED,
                 outcome_code="STOPPED",
                 outcome=reason,
-                notice=f"Stopped: {reason}" if was_active else "",
+                notice=reason if was_active else "",
             )
             if was_active:
                 active = request

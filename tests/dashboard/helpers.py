@@ -42,6 +42,10 @@ def teammate(
     return agent
 
 
+# The seed's first task: Concierge asks Ledger and Finance Advisor, then concludes.
+SPENDING = "Review this month's spending and help me decide how much I can save."
+
+
 def household(owner, *, ledger_delay: float = 0.0) -> Group:
     """The seed's Household finances on scripted models; ``ledger_delay`` keeps Ledger's model
     call busy that long, so a request is mid-flight."""

@@ -14,30 +14,21 @@ from dashboard.serving import EmbeddedWorker
 from garden import events
 from garden.models import Agent, Approval, Conversation
 from garden.services.conversations import conversation_create, message_append, text_block
-from groups.models import Group, GroupRequest
+from groups.models import GroupRequest
 from tests.conftest import _wait_until_worker_idle
-from tests.dashboard.conftest import assert_controls_labelled, tab_until, text_of
-from tests.dashboard.helpers import artifact, household, say, team_with_scribe
+from tests.dashboard.conftest import (
+    assert_controls_labelled,
+    open_room,
+    room_url,
+    send,
+    tab_until,
+    text_of,
+)
+from tests.dashboard.helpers import SPENDING, artifact, household, say, team_with_scribe
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(30)]
 
-SPENDING = "Review this month's spending and help me decide how much I can save."
-LEDGER_ACTIVITY = "Concierge asked Ledger to analyse this month's transactions."
-
-
-def room_url(group: Group) -> str:
-    return f"/dashboard/groups/{group.pk}/"
-
-
-def open_room(open_page, user, group: Group):
-    page = open_page(user, room_url(group))
-    expect(page.locator("#live")).to_have_text("Live")
-    return page
-
-
-def send(page, text: str) -> None:
-    page.get_by_label("Message to the group").fill(text)
-    page.get_by_role("button", name="Send").click()
+LEDGER_ACTIVITY = "Concierge asked Ledger: Analyse this month's transactions."
 
 
 def test_turns_and_activity_lines_arrive_live(open_page, owner, live_worker):
@@ -62,18 +53,18 @@ def test_turns_and_activity_lines_arrive_live(open_page, owner, live_worker):
     expect(page.locator("#stop")).to_be_hidden()
     assert page.evaluate("window.sameDocument") is True  # no reload
 
-    # The coordination exchange is collapsed under its activity line, one click away.
-    coordination = activity.locator(".turn--coordination")
+    # The hand-off's call and its result are collapsed under its activity line, one click away.
+    call = activity.locator(".exchange-part", has_text="Call: group.ask")
     expect(activity).not_to_have_attribute("open", "")
-    expect(coordination).to_be_hidden()
+    expect(call).to_be_hidden()
     activity.locator("summary").first.click()
-    expect(coordination).to_have_text(re.compile(r"@ledger, Analyse this month's transactions\."))
-    expect(activity.locator(".tool summary")).to_have_text("Tool result: group.ask")
-    # Tool calls are collapsed the same way.
-    call = transcript.locator(".turn--agent .tool", has_text="Tool call: group.ask").first
-    expect(call.locator("pre")).to_be_hidden()
-    call.locator("summary").click()
     expect(call.locator("pre")).to_contain_text('"member": "ledger"')
+    expect(activity.locator(".exchange-part", has_text="Result")).to_contain_text(
+        "@ledger said: This month"
+    )
+    # The coordinator's words that only hand off are shown there too, not as a turn.
+    expect(activity.locator(".exchange-note")).to_contain_text("I'll ask Ledger for the figures")
+    expect(transcript.locator("> li > .turn", has_text="I'll ask Ledger")).to_have_count(0)
     assert_controls_labelled(page)
 
 
@@ -149,7 +140,7 @@ def test_approve_inline_and_the_request_finishes(open_page, owner, live_worker):
     send(page, "@scribe write the savings summary down")
 
     card = page.locator(".approval")
-    expect(card).to_contain_text("Scribe wants to run file.write")
+    expect(card).to_contain_text("Scribe wants to write Savings plan")
     expect(page.locator("#budget")).to_contain_text("Waiting for your approval")
     assert_controls_labelled(page)
     card.get_by_role("button", name=re.compile("^Approve")).click()
@@ -185,7 +176,7 @@ def test_stop_ends_the_whole_request(open_page, owner, live_worker):
     expect(page.locator("#budget")).to_contain_text("Working")
     stop.click()
 
-    expect(page.locator(".notice")).to_contain_text("Stopped: Stopped by the owner.")
+    expect(page.locator(".notice")).to_have_text(re.compile(r"^garden\s*Stopped by the owner\.$"))
     expect(page.locator("#budget")).to_contain_text("Stopped")
     expect(stop).to_be_hidden()
     assert GroupRequest.objects.get().state == "stopped"

@@ -52,7 +52,9 @@ def test_edit_an_agents_instructions_model_account_and_tools(open_page, owner, m
     )
     page.get_by_label("Name").fill("Head Concierge")
     # Asking approval for a tool gives the tool too; the page says so before saving.
-    page.get_by_role("checkbox", name="needs your approval").first.check()
+    page.locator(".tool-row", has_text="file.write").get_by_role(
+        "checkbox", name="needs your approval"
+    ).check()
     page.get_by_role("checkbox", name="Ledger @ledger").check()
     tab_until(page, "#agent-settings [type=submit]")
     page.keyboard.press("Enter")
@@ -63,7 +65,9 @@ def test_edit_an_agents_instructions_model_account_and_tools(open_page, owner, m
     assert concierge.instructions == "Coordinate the household's money questions."
     assert concierge.model_account_id == local.pk
     assert concierge.name == "Head Concierge"
-    assert concierge.enabled_tools == concierge.approval_tools == ["file.write"]
+    # Concierge reads the group's files by default; file.write came with its approval.
+    assert concierge.enabled_tools == ["file.list", "file.read", "file.write"]
+    assert concierge.approval_tools == ["file.write"]
     assert list(concierge.delegation_allowlist.values_list("handle", flat=True)) == ["ledger"]
 
     # A refusal is shown by its field and nothing changes.

@@ -162,7 +162,7 @@ def test_stop_ends_the_active_request(api, writing_group, reached):
     assert (request.state, request.outcome_code) == ("stopped", "STOPPED")
     assert request.finished_at is not None and request.fence > late_fence
     notices = Message.objects.filter(request=request, kind="notice")
-    assert [m.text for m in notices] == ["Stopped: Stopped by the owner."]
+    assert [m.text for m in notices] == ["Stopped by the owner."]
     # The step that was on its way when Stop came changes nothing, and the owner cannot
     # approve the stopped action any more.
     assert advance_request(request_id=request.pk, fence=late_fence, group_id=group.pk) == "stale"

@@ -1,5 +1,6 @@
 // The room's Canvas: the group's artifacts, refreshed from the server's template, one open at a
-// time; and the transcript's buttons that act on it or on an approval.
+// time, collapsed while there is nothing on it; and the transcript's buttons that act on it or
+// on an approval.
 "use strict";
 
 (function () {
@@ -10,15 +11,31 @@
 
   // --- the Canvas ----------------------------------------------------------------------------
 
+  const canvas = $("canvas");
+  const canvasToggle = $("canvas-toggle");
   const canvasList = $("canvas-list");
   const canvasView = $("canvas-view");
   let shownArtifact = null;
+
+  const artifactCount = () => canvasList.querySelectorAll("[data-artifact]").length;
+  let known = artifactCount();
+
+  function setCanvasOpen(open) {
+    canvas.classList.toggle("canvas--collapsed", !open);
+    canvasToggle.setAttribute("aria-expanded", String(open));
+    $("canvas-body").hidden = !open;
+  }
+  canvasToggle.addEventListener("click", () => setCanvasOpen(canvasToggle.getAttribute("aria-expanded") !== "true"));
 
   async function refreshCanvas() {
     let response;
     try { response = await fetch(urls.canvas, { credentials: "same-origin" }); } catch (err) { return; }
     if (!response.ok) return;
     canvasList.innerHTML = await response.text(); // rendered and escaped by the server's template
+    // Something new was made: the Canvas opens to show it (closing it again is the reader's call).
+    const count = artifactCount();
+    if (count > known || !count) setCanvasOpen(count > 0);
+    known = count;
     if (shownArtifact !== null && !openArtifact(shownArtifact, { focus: false })) closeArtifact();
   }
 
@@ -34,6 +51,7 @@
     $("canvas-view-content").textContent = text;
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
     button.setAttribute("aria-current", "true");
+    setCanvasOpen(true);
     canvasView.hidden = false;
     shownArtifact = id;
     if (focus) $("canvas-view-content").focus();

@@ -1,9 +1,9 @@
-// The room's request (budget, Stop), approvals and its sync: live over the group's websocket; the
-// API is the truth, so a dropped connection or a gap in seq means a re-fetch.
+// The room's request (budget, who is working, tokens, Stop), approvals and its sync: live over the
+// group's websocket; the API is the truth, so a dropped connection or a gap in seq means a re-fetch.
 "use strict";
 
 (function () {
-  const { api, errorsOf, showErrors, make } = window.garden;
+  const { api, errorsOf, showErrors, make, face } = window.garden;
   const shared = window.garden.room;
   const { urls, $, state: room } = shared;
 
@@ -27,6 +27,32 @@
       ` ${label} ${used || 0}/${limit}`);
   }
 
+  // How long the member has been working, counted here from the server's timestamp.
+  function elapsed(since) {
+    const seconds = Math.max(0, Math.floor((Date.now() - Date.parse(since)) / 1000));
+    return seconds < 60 ? `${seconds} s` : `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+  }
+
+  // Who is working now (the member of the request with a call out) and for how long, after the
+  // state: "Working · Ledger · 12 s". The seconds tick without being announced; the name is, once.
+  function workingPart(w) {
+    return make("span", { className: "working", title: `${w.agent.name} is working` },
+      face(w.agent, { small: true }), make("span", { className: "working-who", text: w.agent.name }),
+      make("span", { className: "working-time", "aria-live": "off", text: ` · ${elapsed(w.since)}` }));
+  }
+  setInterval(() => {
+    const time = budget.querySelector(".working-time");
+    const r = room.request;
+    if (time && r && r.working) time.textContent = ` · ${elapsed(r.working.since)}`;
+  }, 1000);
+
+  const count = (n) => Number(n || 0).toLocaleString("en");
+  function usagePart(usage) {
+    if (!usage || !(usage.input_tokens || usage.output_tokens)) return null;
+    return make("span", { className: "budget-part usage",
+      text: `${count(usage.input_tokens)} tokens in · ${count(usage.output_tokens)} out` });
+  }
+
   function renderBudget() {
     const r = room.request;
     budget.hidden = !r;
@@ -34,6 +60,7 @@
     // A request that has not started is cancelled, not stopped.
     if (r) stopButton.textContent = r.state === "queued" ? "Cancel" : "Stop";
     showLive();
+    shared.renderDraft();
     if (!r) return;
     // Waiting for one of the owner's model-call slots, or for a worker, is a state, not an
     // error: say so.
@@ -44,13 +71,20 @@
         : STATE_LABEL[r.state] || r.state;
     if (r.state === "queued" && r.waiting_for !== "worker") label = "Queued — next to start";
     const behind = Math.max(0, room.queued - (r.state === "queued" ? 1 : 0));
-    const parts = [make("strong", { text: label }),
+    const working = r.working && running(r) && !r.waiting_for;
+    // A status region announces what changes: redrawn only when something did (a draft
+    // arriving re-renders the room several times a second).
+    const shown = JSON.stringify([label, working && r.working, r.budget, r.usage, behind, r.state]);
+    if (shown === budget.dataset.shown) return;
+    budget.dataset.shown = shown;
+    const parts = [make("strong", { text: label }), working ? workingPart(r.working) : null,
       meterPart("working", r.budget.working_reserved, r.budget.working_limit),
-      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit)];
+      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit),
+      usagePart(r.usage)];
     if (behind && ACTIVE.has(r.state)) {
       parts.push(make("span", { className: "budget-part", text: ` · ${behind} more waiting` }));
     }
-    budget.replaceChildren(...parts);
+    budget.replaceChildren(...parts.filter(Boolean));
   }
 
   // The indicator follows one request: the running one, else the latest one posted.
@@ -206,6 +240,7 @@
       case "batch": (event.events || []).forEach(handle); break;
       case "message.created": onMessage(event.message); break;
       case "request.state": onRequest(event.request); break;
+      case "request.draft": shared.onDraft(event); break;
       case "approval.created":
       case "approval.decided": onApproval(event.approval); break;
       case "conversation.rolled": resetTranscript(); sync(); break;

@@ -18,6 +18,7 @@
     approvals: new Map(), // id -> approval, with the page's own busy/error flags
     open: new Set(),      // keys of the <details> a person opened
     deleted: false,
+    loaded: false,        // the first sync has answered: until then the room says it is loading
   };
   const setMembers = (list) => { room.members = new Map(list.map((m) => [m.id, m])); };
   setMembers(data.group.members);
@@ -46,12 +47,17 @@
 
   const pretty = (value) => (typeof value === "string" ? value : JSON.stringify(value ?? {}, null, 2));
 
+  // Blocks the transcript shows elsewhere: a hand-off's call on its activity line, an approval's
+  // call on its card. Set by items() before anything is built.
+  let shownElsewhere = new Set();
+
   function buildBlock(m, block, i) {
     const key = `m${m.id}.${i}`;
     switch (block.type) {
       case "text":
         return block.text ? make("p", { text: block.text }) : null;
       case "tool_call":
+        if (shownElsewhere.has(block.id)) return null;
         return details(key, "tool", `Tool call: ${block.name}`, make("pre", { text: pretty(block.arguments) }));
       case "tool_result": {
         const name = toolNames.has(block.call_id) ? `: ${toolNames.get(block.call_id)}` : "";
@@ -68,125 +74,268 @@
     }
   }
 
-  function buildTurn(m) {
+  const anchor = (m) => `message-${m.id}`;
+  const firstWords = (text, count = 8) => {
+    const words = text.trim().split(/\s+/);
+    return words.length > count ? `${words.slice(0, count).join(" ")}…` : words.join(" ");
+  };
+
+  function buildTurn(m, link = {}) {
     const speaker = speakerOf(m);
     const owner = speaker.kind === "owner";
     const kind = owner ? "owner" : speaker.kind === "agent" ? "agent" : "garden";
     const head = make("div", { className: "turn-head" }, make("span", { className: "speaker", text: speaker.name }));
     if (speaker.handle) head.append(" ", make("span", { className: "handle", text: `@${speaker.handle}` }));
-    const body = make("div", { className: "turn-body" }, ...(m.content || []).map((b, i) => buildBlock(m, b, i)));
+    if (link.queued) head.append(" ", make("span", { className: "tag tag--queued", text: "Queued" }));
+    const body = make("div", { className: "turn-body" });
+    if (link.question) {
+      body.append(make("a", { className: "reply-link", href: `#${anchor(link.question)}` },
+        `In reply to: ${firstWords(textOf(link.question))}`));
+    }
+    body.append(...(m.content || []).map((b, i) => buildBlock(m, b, i)).filter(Boolean));
+    if (link.answer) {
+      body.append(make("a", { className: "reply-link", href: `#${anchor(link.answer)}`, text: "Jump to the answer" }));
+    }
     const classes = `turn turn--${kind}${m.kind === "coordination" ? " turn--coordination" : ""}`;
     return make("article", { className: classes, "data-seq": m.seq }, face(speaker, { owner }), head, body);
   }
 
-  function buildActivity(m, exchange) {
-    const line = make("span", { className: "activity-line" }, face(speakerOf(m), { small: true }), textOf(m));
-    if (!exchange.length) return make("p", { className: "activity" }, line);
-    const turns = make("div", { className: "exchange" }, ...exchange.map(buildTurn));
-    return details(`x${m.id}`, "activity", line, turns);
+  // --- hand-offs: one line each --------------------------------------------------------------
+
+  const isGroupCall = (block) => block.type === "tool_call" && String(block.name).startsWith("group.");
+
+  // A hand-off is one activity line. The group.* call, the coordination turn that passes it on
+  // and the call's result belong to the line naming the same member in the same request, one
+  // click away; so does a turn that does nothing but hand off (its words and its calls).
+  function handOffs(list) {
+    const handles = new Map([...room.members.values()].map((m) => [m.handle, m.id]));
+    const lines = list.filter((m) => m.kind === "activity" && m.addressed_agent != null);
+    const byLine = new Map(); // activity message id -> {call, caller, note, passed, results}
+    const lineOfCall = new Map(); // call id -> activity message id
+    const owner = new Map(); // message id -> the activity message id it is shown under
+    const entry = (id) => {
+      if (!byLine.has(id)) byLine.set(id, { call: null, caller: null, note: "", passed: [], results: [] });
+      return byLine.get(id);
+    };
+    for (const m of list) {
+      let first = null;
+      for (const call of (m.content || []).filter(isGroupCall)) {
+        const member = handles.get(String((call.arguments || {}).member || "").replace(/^@/, "").toLowerCase());
+        const line = lines.find((l) => !byLine.has(l.id) && l.request === m.request
+          && l.addressed_agent === member && l.seq > m.seq);
+        if (!line) continue;
+        Object.assign(entry(line.id), { call, caller: m });
+        lineOfCall.set(call.id, line.id);
+        if (first === null) first = line.id;
+      }
+      const handsOffOnly = (m.content || []).every((b) => b.type === "text" || lineOfCall.has(b.id));
+      if (first !== null && handsOffOnly) {
+        owner.set(m.id, first);
+        entry(first).note = textOf(m);
+      }
+    }
+    for (const m of list) {
+      const blocks = m.content || [];
+      if (m.kind === "coordination") {
+        const candidates = lines.filter((l) => l.request === m.request && l.addressed_agent === m.addressed_agent);
+        const line = candidates.filter((l) => l.seq <= m.seq + 1).pop() || candidates[0];
+        if (line) { owner.set(m.id, line.id); entry(line.id).passed.push(m); }
+      } else if (blocks.length && blocks.every((b) => b.type === "tool_result" && lineOfCall.has(b.call_id))) {
+        blocks.forEach((b) => entry(lineOfCall.get(b.call_id)).results.push(b));
+        owner.set(m.id, lineOfCall.get(blocks[0].call_id));
+      }
+    }
+    return { byLine, lineOfCall, owner };
   }
 
-  function buildMessage(m, exchange) {
+  const exchangePart = (label, value) => make("div", { className: "exchange-part" },
+    make("span", { className: "exchange-label", text: label }), make("pre", { text: pretty(value) }));
+
+  function buildExchange(handOff) {
+    const parts = [];
+    if (handOff.note) {
+      parts.push(make("p", { className: "exchange-note" },
+        make("strong", { text: `${speakerOf(handOff.caller).name}: ` }), handOff.note));
+    }
+    // The call says what the coordination turn passes on; the turn is shown when no call is.
+    if (handOff.call) parts.push(exchangePart(`Call: ${handOff.call.name}`, handOff.call.arguments));
+    else parts.push(...handOff.passed.map((m) => buildTurn(m)));
+    handOff.results.forEach((r) => parts.push(exchangePart(r.is_error ? "Result (error)" : "Result", r.content)));
+    return parts.length ? make("div", { className: "exchange" }, ...parts) : null;
+  }
+
+  function buildActivity(m, handOff) {
+    const call = handOff && handOff.call;
+    const member = room.members.get(m.addressed_agent);
+    const text = call && call.name === "group.ask" && member
+      ? `${speakerOf(m).name} asked ${member.name}: ${(call.arguments || {}).request || ""}`.trim()
+      : textOf(m);
+    const line = make("span", { className: "activity-line" }, face(speakerOf(m), { small: true }), text);
+    const exchange = handOff && buildExchange(handOff);
+    if (!exchange) return make("p", { className: "activity" }, line);
+    return details(`x${m.id}`, "activity", line, exchange);
+  }
+
+  function buildMessage(m, handOff, link) {
     switch (m.kind) {
       case "activity":
-        return buildActivity(m, exchange);
+        return buildActivity(m, handOff);
       case "notice":
         return make("div", { className: "notice", role: "note" }, make("strong", { text: "garden" }), textOf(m));
       case "summary": // where the previous thread stopped: this thread's starting point, shown open
         return make("div", { className: "summary", role: "note" },
           make("strong", { text: "Carried over from the previous thread" }), make("p", { text: textOf(m) }));
       default:
-        return buildTurn(m);
+        return buildTurn(m, link);
     }
+  }
+
+  // --- approvals: a card where the call was made ---------------------------------------------
+
+  // What an approval asks, in words: the API says it ("Ledger wants to write plan.md"), as the
+  // Telegram message and the activity line do.
+  function actionLabel(agent, action, approval) {
+    return (approval && approval.label) || `${agent.name} wants to use ${action.name}`;
+  }
+
+  function buildArguments(args) {
+    const rows = Object.entries(args || {}).flatMap(([name, value]) => [
+      make("dt", { text: name }),
+      make("dd", {}, make("pre", { text: pretty(value), tabindex: 0, "aria-label": name })),
+    ]);
+    return rows.length ? make("dl", { className: "approval-args" }, ...rows) : null;
   }
 
   function buildApproval(a) {
     const agent = agentOf(a.agent);
     const action = a.action || {};
+    const label = actionLabel(agent, action, a);
     const pending = a.status === "pending";
     const card = make("div", {
       className: `approval${pending ? "" : " approval--decided"}`, role: "group",
       "aria-label": `${agent.name} asks for approval`,
     });
     card.append(
-      make("div", { className: "approval-head" }, face(agent, { small: true }), `${agent.name} wants to run ${action.name}`),
-      details(`ap${a.id}`, "tool", "What it will do", make("pre", { text: pretty(action.arguments) })),
+      make("div", { className: "approval-head" }, face(agent, { small: true }), make("span", { text: label }),
+        make("span", { className: "tag", text: action.name })),
+      buildArguments(action.arguments) || "",
     );
-    const button = (decision, label, className) => make("button", {
+    const button = (decision, text, className) => make("button", {
       type: "button", className: `button ${className}`, "data-decide": decision, "data-approval": a.id,
-      disabled: Boolean(a.busy), text: label, "aria-label": `${label} ${agent.name}'s ${action.name}`,
+      disabled: Boolean(a.busy), text, "aria-label": `${text}: ${label}`,
     });
     if (pending) {
       card.append(make("div", { className: "approval-actions" },
         button("approve", "Approve", "default"), button("reject", "Reject", "")));
     } else {
-      card.append(make("p", { text: a.status === "approved" ? "Approved." : "Rejected." }));
+      card.append(make("p", { className: "approval-outcome", text: a.status === "approved" ? "Approved." : "Rejected." }));
     }
     if (a.error) card.append(make("p", { className: "field-error", role: "alert", text: a.error }));
     return card;
   }
 
-  // Coordination turns and the answers to group.* calls belong to the activity line that names
-  // the same member in the same request: the full exchange, one click away.
-  const toolNames = new Map(); // tool call id -> tool name, so a result names its call
-  function exchangeOwners(list) {
-    const handles = new Map([...room.members.values()].map((m) => [m.handle, m.id]));
-    const asked = new Map(); // tool call id -> member id
-    for (const m of list) {
-      for (const block of m.content || []) {
-        if (block.type === "tool_call") toolNames.set(block.id, block.name);
-        if (block.type === "tool_call" && String(block.name).startsWith("group.")) {
-          const handle = String((block.arguments || {}).member || "").replace(/^@/, "").toLowerCase();
-          asked.set(block.id, handles.get(handle) ?? null);
-        }
-      }
+  // A card follows the turn that made its call, and stands for the activity line that says the
+  // call waits, so deciding it moves nothing.
+  function approvalPlaces(list) {
+    const after = new Map(); // message id -> the approvals shown after it
+    const unplaced = [];
+    const replaced = new Set(); // activity lines a card stands for
+    for (const a of room.approvals.values()) {
+      const caller = list.find((m) => m.request === a.request
+        && (m.content || []).some((b) => b.type === "tool_call" && b.id === a.tool_call_id));
+      if (!caller) { unplaced.push(a); continue; }
+      if (!after.has(caller.id)) after.set(caller.id, []);
+      after.get(caller.id).push(a);
+      const agent = a.agent && a.agent.id;
+      const line = list.find((m) => m.kind === "activity" && m.seq > caller.seq && m.request === a.request
+        && m.addressed_agent == null && speakerOf(m).agent === agent && !replaced.has(m.id));
+      if (line) replaced.add(line.id);
     }
-    const lines = list.filter((m) => m.kind === "activity");
-    const owners = new Map(); // message id -> activity message id
-    for (const m of list) {
-      let member = null;
-      const blocks = m.content || [];
-      if (m.kind === "coordination") member = m.addressed_agent;
-      else if (m.kind === "turn" && blocks.length && blocks.every((b) => asked.has(b.call_id))) {
-        member = asked.get(blocks[0].call_id); // only answers to group.* calls
-      }
-      if (member === null || member === undefined) continue;
-      const candidates = lines.filter((l) => l.request === m.request && l.addressed_agent === member);
-      const line = candidates.filter((l) => l.seq <= m.seq + 1).pop() || candidates[0];
-      if (line) owners.set(m.id, line.id);
-    }
-    return owners;
+    return { after, unplaced, replaced };
   }
+
+  // --- queued messages and their answers -----------------------------------------------------
+
+  // An owner's message sent while an earlier request ran waits its turn: it is tagged where it
+  // was sent, and it and its answer (the latest reply of its request) link to each other.
+  function replies(list, hidden) {
+    const links = new Map(); // message id -> {queued, answer, question}
+    const running = room.request && !room.request.finished_at ? room.request.id : null;
+    for (const q of list) {
+      if (speakerOf(q).kind !== "owner" || q.request == null) continue;
+      const later = list.filter((m) => m.seq > q.seq);
+      const waited = later.some((m) => m.request != null && m.request < q.request)
+        || (running !== null && running < q.request && !later.some((m) => m.request === q.request));
+      if (!waited) continue;
+      const answer = later.filter((m) => m.request === q.request && m.kind === "turn" && !hidden.has(m.id)
+        && speakerOf(m).kind === "agent" && textOf(m)).pop();
+      links.set(q.id, { queued: true, answer });
+      if (answer) links.set(answer.id, { question: q });
+    }
+    return links;
+  }
+
+  const toolNames = new Map(); // tool call id -> tool name, so a result names its call
 
   function items() {
     const list = [...room.messages.values()].sort((a, b) => a.seq - b.seq);
-    const owners = exchangeOwners(list);
-    const nested = new Map();
     for (const m of list) {
-      if (!owners.has(m.id)) continue;
-      if (!nested.has(owners.get(m.id))) nested.set(owners.get(m.id), []);
-      nested.get(owners.get(m.id)).push(m);
+      (m.content || []).forEach((b) => { if (b.type === "tool_call") toolNames.set(b.id, b.name); });
     }
+    const { byLine, lineOfCall, owner } = handOffs(list);
+    const { after, unplaced, replaced } = approvalPlaces(list);
+    shownElsewhere = new Set([...lineOfCall.keys(), ...[...room.approvals.values()].map((a) => a.tool_call_id)]);
+    const hidden = new Set([...owner.keys(), ...replaced]);
+    const links = replies(list, hidden);
     const out = [];
+    const card = (a) => ({ key: `a${a.id}`, request: a.request,
+      version: `${a.status}|${a.busy ? 1 : 0}|${a.error || ""}`, build: () => buildApproval(a) });
     for (const m of list) {
-      if (owners.has(m.id)) continue;
-      const exchange = nested.get(m.id) || [];
-      out.push({ key: `m${m.id}`, request: m.request, version: exchange.map((n) => n.id).join(","),
-        build: () => buildMessage(m, exchange) });
+      // A turn whose every block is shown elsewhere has nothing left to say.
+      const blocks = m.content || [];
+      const empty = m.kind === "turn" && blocks.length && blocks.every((b) => shownElsewhere.has(b.id));
+      if (!hidden.has(m.id) && !empty) {
+        const handOff = byLine.get(m.id);
+        const link = links.get(m.id) || {};
+        const version = [
+          handOff ? [handOff.caller && handOff.caller.id, handOff.note, handOff.passed.length, handOff.results.length] : "",
+          link.queued ? 1 : 0, link.answer ? link.answer.id : "", link.question ? link.question.id : "",
+          blocks.filter((b) => shownElsewhere.has(b.id)).length,
+        ].join("|");
+        out.push({ key: `m${m.id}`, anchor: anchor(m), request: m.request, version,
+          build: () => buildMessage(m, handOff, link) });
+      }
+      (after.get(m.id) || []).forEach((a) => out.push(card(a)));
     }
-    for (const a of room.approvals.values()) {
+    for (const a of unplaced) {
       let at = out.length;
       out.forEach((item, i) => { if (item.request === a.request) at = i + 1; });
-      out.splice(at, 0, { key: `a${a.id}`, request: a.request,
-        version: `${a.status}|${a.busy ? 1 : 0}|${a.error || ""}`, build: () => buildApproval(a) });
+      out.splice(at, 0, card(a));
     }
     return out;
   }
 
+  // Loading until the first sync has answered, then empty until the thread has something; a
+  // streamed draft counts, so the state is kept by what the list holds.
+  const transcriptState = $("transcript-state");
+  function showState() {
+    transcriptState.hidden = room.loaded && transcript.children.length > 0;
+    transcriptState.textContent = room.loaded
+      ? "Nothing here yet — give the team a task below."
+      : "Loading the conversation…";
+    transcript.setAttribute("aria-busy", room.loaded ? "false" : "true");
+  }
+  new MutationObserver(showState).observe(transcript, { childList: true });
+
   // Items are rebuilt only when they change, so open <details> and the log's announcements stay put.
+  // Only the transcript scrolls (not the page): it follows what arrives while the reader is at
+  // its end. A part that adds to it (a streamed draft) does the same through these.
+  const atEnd = () => transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
+  const scrollToEnd = () => { transcript.scrollTop = transcript.scrollHeight; };
+
   const rendered = new Map(); // key -> {version, node}
   function render() {
-    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    const atBottom = atEnd();
     const next = items();
     const keys = new Set(next.map((item) => item.key));
     for (const [key, entry] of rendered) {
@@ -195,7 +344,8 @@
     next.forEach((item, index) => {
       let entry = rendered.get(item.key);
       if (!entry || entry.version !== item.version) {
-        const node = make("li", { "data-key": item.key }, item.build());
+        // A message is a link's target (a queued question and its answer): focusable by script.
+        const node = make("li", { "data-key": item.key, id: item.anchor, tabindex: item.anchor ? -1 : null }, item.build());
         if (entry) entry.node.replaceWith(node);
         entry = { version: item.version, node };
         rendered.set(item.key, entry);
@@ -204,7 +354,8 @@
       if (here !== entry.node) transcript.insertBefore(entry.node, here || null);
     });
     shared.renderBudget();
-    if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+    showState();
+    if (atBottom) scrollToEnd();
   }
 
   let renderQueued = false;
@@ -214,5 +365,5 @@
     setTimeout(() => { renderQueued = false; render(); }, 0);
   }
 
-  Object.assign(shared, { render, schedule });
+  Object.assign(shared, { render, schedule, atEnd, scrollToEnd });
 })();

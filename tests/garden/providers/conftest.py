@@ -7,7 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from garden.providers import Provider, get_provider
+from garden.providers.types import AccountConfig
 from tests.garden.providers.httpserver import ScriptedServer, unused_port
+
+# The adapters that speak HTTP, for the tests of what they share.
+HTTP_ADAPTERS = ("anthropic", "openai")
 
 _PROXY_VARIABLES = (
     "HTTP_PROXY",
@@ -45,3 +50,22 @@ def server() -> Iterator[ScriptedServer]:
 def refused_url() -> str:
     """A base URL where nothing listens, so connecting is refused."""
     return f"http://127.0.0.1:{unused_port()}"
+
+
+@pytest.fixture(params=HTTP_ADAPTERS)
+def adapter(request) -> str:
+    return request.param
+
+
+def http_adapter(provider: str, base_url: str, *, api_key: str, timeout: float = 5.0) -> Provider:
+    """The adapter the registry picks for an account of ``provider`` at ``base_url`` (both
+    HTTP adapters take a base URL ending in the API's ``/v1``)."""
+    return get_provider(
+        AccountConfig(
+            provider=provider,
+            model="model-test",
+            base_url=f"{base_url}/v1",
+            api_key=api_key,
+            timeout=timeout,
+        )
+    )

@@ -39,7 +39,19 @@ class Drip:
     interval: float = 0.1
 
 
-Action = Respond | Reset | Drip
+@dataclass(frozen=True)
+class Stream:
+    """Answer 200 ``text/event-stream`` and send ``events`` (each already SSE text, or a dict
+    sent as one ``data:`` line) one at a time, waiting ``interval`` seconds before each; the
+    body ends when the connection closes. ``cut`` aborts the connection with a TCP RST after
+    the events instead of closing it."""
+
+    events: tuple[Any, ...] = ()
+    interval: float = 0.0
+    cut: bool = False
+
+
+Action = Respond | Reset | Drip | Stream
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class ScriptedServer:
 
     def __init__(self, *, keep_alive: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.requests: list[RecordedRequest] = []
+        self.sent = 0  # events of streamed answers written so far
         self.default: Action = Respond(500, {"error": "no scripted answer"})
         self._script: deque[Action] = deque()
         self._lock = threading.Lock()
@@ -96,6 +109,10 @@ class ScriptedServer:
     def reset(self) -> None:
         """Queue an aborted connection (RST after the request was read)."""
         self.push(Reset())
+
+    def stream(self, *events: Any, interval: float = 0.0, cut: bool = False) -> None:
+        """Queue an event stream (see ``Stream``)."""
+        self.push(Stream(tuple(events), interval, cut))
 
     @property
     def last(self) -> RecordedRequest:
@@ -165,6 +182,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(action, Drip):
             self._drip(action.interval)
             return
+        if isinstance(action, Stream):
+            self._stream(action)
+            return
         if action.delay:
             owner.wait(action.delay)
         payload = (
@@ -194,6 +214,29 @@ class _Handler(BaseHTTPRequestHandler):
                 owner.wait(interval)
         except OSError:
             pass
+
+    def _stream(self, action: Stream) -> None:
+        owner = self.server.owner
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+            for event in action.events:
+                owner.wait(action.interval)
+                if owner._stopping.is_set():
+                    return
+                text = event if isinstance(event, str) else f"data: {json.dumps(event)}\n\n"
+                self.wfile.write(text.encode())
+                self.wfile.flush()
+                owner.sent += 1
+        except OSError:
+            return
+        self.close_connection = True
+        if action.cut:
+            self._reset()
 
     def _reset(self) -> None:
         # SO_LINGER with a zero timeout makes close() send RST instead of FIN. rfile holds a

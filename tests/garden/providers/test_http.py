@@ -12,9 +12,7 @@ from typing import Any
 
 import pytest
 
-from garden.providers import get_provider
 from garden.providers.types import (
-    AccountConfig,
     AmbiguousFailure,
     ChatMessage,
     ChatReply,
@@ -26,6 +24,7 @@ from garden.providers.types import (
     ProviderTimeout,
     TextBlock,
 )
+from tests.garden.providers.conftest import http_adapter
 
 KEY = "sk-contract-secret-0123"
 
@@ -66,11 +65,6 @@ WIRES = {
 }
 
 
-@pytest.fixture(params=sorted(WIRES))
-def adapter(request) -> str:
-    return request.param
-
-
 @pytest.fixture
 def error_body(adapter) -> Callable[[str, str], dict[str, Any]]:
     return WIRES[adapter][0]
@@ -84,18 +78,10 @@ def text_body(adapter) -> Callable[[str], dict[str, Any]]:
 @pytest.fixture
 def complete(adapter, server) -> Callable[..., ChatReply]:
     """One call through the adapter the registry picks for the account, at ``server`` unless
-    told otherwise (both adapters take a base URL ending in the API's ``/v1``)."""
+    told otherwise."""
 
     def call(*, base_url: str | None = None, timeout: float = 5.0) -> ChatReply:
-        provider = get_provider(
-            AccountConfig(
-                provider=adapter,
-                model="model-test",
-                base_url=f"{base_url or server.url}/v1",
-                api_key=KEY,
-                timeout=timeout,
-            )
-        )
+        provider = http_adapter(adapter, base_url or server.url, api_key=KEY, timeout=timeout)
         return provider.complete(HELLO)
 
     return call

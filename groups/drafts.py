@@ -1,0 +1,68 @@
+"""The draft of a reply being generated: its text pushed to the room as the model writes it,
+throttled, and never stored — the step writes the turn once, whole, under its fence, so a step
+that is stopped or goes stale leaves nothing behind but a draft the page drops."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from garden import events
+from garden.models import Agent
+from groups.payloads import draft_event
+
+log = logging.getLogger(__name__)
+
+# At most one draft per step this often: a page redraws fast enough to read along, and a
+# reply quicker than this (the scripted default) pushes none.
+DRAFT_INTERVAL = 0.15
+
+
+class Draft:
+    """The text sink of one step's model call: collects the pieces and pushes the text so far
+    to the group's channel, at most every ``interval`` seconds (counted from the call's start)
+    and only when it grew. Best effort, like every live event: nothing here raises into the
+    step."""
+
+    def __init__(
+        self,
+        *,
+        channel: str,
+        request_id: int,
+        step: int,
+        speaker: Agent,
+        interval: float = DRAFT_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.channel = channel
+        self.request_id = request_id
+        self.step = step
+        self.speaker = speaker
+        self.text = ""
+        self._interval = interval
+        self._clock = clock
+        self._last = clock()
+        self._sent = 0
+
+    def __call__(self, piece: str) -> None:
+        self.text += piece
+        now = self._clock()
+        if now - self._last >= self._interval and len(self.text) > self._sent:
+            self._last = now
+            self._push(self.text)
+
+    def discard(self) -> None:
+        """The call failed: the room drops what it was shown (an empty draft)."""
+        if self._sent:
+            self._push("")
+
+    def _push(self, text: str) -> None:
+        self._sent = len(text)
+        try:
+            event = draft_event(
+                request_id=self.request_id, step=self.step, agent=self.speaker, text=text
+            )
+            events.send_event_without_waiting_for_commit(channel=self.channel, event=event)
+        except Exception:
+            log.warning("draft of request %s not pushed", self.request_id, exc_info=True)

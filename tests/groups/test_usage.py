@@ -1,0 +1,150 @@
+"""Watching a step think: token usage from the provider's usage fields summed on the request,
+the speaker announced as its call goes out, the reply's draft pushed to the room while it is
+generated, and a step stopped mid-stream leaving neither a half turn nor its tokens."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from garden import events
+from garden.models import Message
+from groups.models import GroupRequest
+from groups.payloads import request_payload
+from groups.services.requests import request_create, request_start_next, request_stop_active
+from groups.step import advance_request
+from tests.conftest import _wait_until_worker_idle, wait_for
+from tests.groups.helpers import on_server, openai_reply, openai_stream
+
+ASK = ("call-1", "group.ask", {"member": "ledger", "request": "Sum the rent."})
+ANSWER = "The rent comes to 1,400 a month, paid on the first of each month."
+
+
+def run_to_the_end(request: GroupRequest) -> None:
+    """Each step in turn, in this thread (the next step is never enqueued: no commit)."""
+    while True:
+        request.refresh_from_db()
+        if request.state not in GroupRequest.STEPPABLE_STATES:
+            return
+        advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
+
+
+def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provider_server, api):
+    group = group_factory(concierge_rules=[], members={"ledger": [{"reply": "1,400."}]})
+    on_server(owner, group.coordinator, provider_server)
+    # One call streamed, one answered whole (a server that ignores ``stream``): both count.
+    provider_server.stream(*openai_stream(openai_reply("Asking.", [ASK], usage=(120, 15))))
+    provider_server.reply(200, openai_reply(ANSWER, usage=(180, 40)))
+    request = request_create(group=group, text="What is the rent?")
+    request_start_next(group_id=group.pk)
+
+    run_to_the_end(request)
+
+    assert request.state == "completed", request.outcome
+    # Ledger's scripted model reports no usage and adds nothing.
+    assert (request.input_tokens, request.output_tokens) == (300, 55)
+    assert request_payload(request)["usage"] == {"input_tokens": 300, "output_tokens": 55}
+    assert request_payload(request)["working"] is None
+    answer = api.get(f"/api/groups/{group.pk}/requests/{request.pk}").json()
+    assert answer["usage"] == {"input_tokens": 300, "output_tokens": 55}
+    assert all(body["stream"] is True for body in (r.body for r in provider_server.requests))
+
+
+def _listen(group_id: int) -> tuple[Any, str]:
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.group_channel(group_id), channel)
+    return layer, channel
+
+
+def _next_events(layer: Any, channel: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    async def receive() -> dict[str, Any]:
+        return await asyncio.wait_for(layer.receive(channel), timeout)
+
+    event = async_to_sync(receive)()["event"]
+    return event["events"] if event["type"] == "batch" else [event]
+
+
+def test_the_room_sees_the_speaker_then_the_draft_then_the_turn(
+    celery_worker_thread, group_factory, owner, provider_server
+):
+    group = group_factory(concierge_rules=[], members={})
+    on_server(owner, group.coordinator, provider_server)
+    provider_server.stream(*openai_stream(openai_reply(ANSWER), pieces=5), interval=0.25)
+    layer, channel = _listen(group.pk)
+
+    request = request_create(group=group, text="What is the rent?")
+    seen: list[dict[str, Any]] = []
+    while not any(
+        e["type"] == "request.state" and e["request"]["state"] == "completed" for e in seen
+    ):
+        seen += _next_events(layer, channel)
+
+    kinds = [e["type"] for e in seen]
+    started = next(
+        e for e in seen if e["type"] == "request.state" and e["request"]["working"] is not None
+    )
+    working = started["request"]["working"]
+    assert working["agent"]["handle"] == "concierge" and working["since"]
+    drafts = [e for e in seen if e["type"] == "request.draft"]
+    assert drafts, kinds
+    step = working["step"]
+    for draft in drafts:
+        assert draft["request"] == request.pk and draft["step"] == step
+        assert draft["agent"] == working["agent"]
+        assert ANSWER.startswith(draft["text"]) and draft["text"]
+    texts = [d["text"] for d in drafts]
+    assert texts == sorted(texts, key=len) and len(set(texts)) == len(texts)
+    # The speaker first, the drafts next, the stored turn last.
+    turn = next(
+        i
+        for i, e in enumerate(seen)
+        if e["type"] == "message.created" and e["message"]["speaker"]["kind"] == "agent"
+    )
+    assert seen.index(started) < kinds.index("request.draft") < turn
+    assert seen[turn]["message"]["content"] == [{"type": "text", "text": ANSWER}]
+    assert seen[-1]["request"]["working"] is None
+
+
+def test_a_step_stopped_mid_stream_leaves_no_half_turn(
+    celery_worker_thread, group_factory, owner, provider_server
+):
+    group = group_factory(concierge_rules=[], members={})
+    on_server(owner, group.coordinator, provider_server)
+    provider_server.stream(
+        *openai_stream(openai_reply(ANSWER, usage=(90, 30)), pieces=6), interval=0.3
+    )
+    request = request_create(group=group, text="What is the rent?")
+    wait_for(lambda: provider_server.sent >= 3, timeout=10)  # mid-stream: text is out
+
+    stopped = request_stop_active(group=group)
+
+    assert stopped is not None and stopped.pk == request.pk
+    wait_for(lambda: provider_server.sent >= 9, timeout=10)  # the stream ran to its end
+    _wait_until_worker_idle()
+    request.refresh_from_db()
+    assert request.state == "stopped"
+    agent_turns = Message.objects.filter(request=request, speaker_kind="agent")
+    assert not agent_turns.exists()
+    assert (request.input_tokens, request.output_tokens) == (0, 0)
+    assert request_payload(request)["working"] is None
+
+
+@pytest.mark.parametrize("state", ["completed", "stopped"])
+def test_working_is_only_the_call_out_now(group_factory, owner, state):
+    group = group_factory(concierge_rules=[], members={})
+    request = request_create(group=group, text="hello")
+    request_start_next(group_id=group.pk)
+    request.refresh_from_db()
+    request.working_agent, request.working_fence = group.coordinator, request.fence + 1
+    request.fence += 1
+    assert request.working_now
+    request.completed_fence = request.fence
+    assert not request.working_now  # its step completed
+    request.completed_fence -= 1
+    request.state = state
+    assert not request.working_now  # the request ended
