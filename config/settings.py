@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "groups",
     "operator_messages",
     "missions",
+    "telegram_approvals",
     "dashboard",
 ]
 
@@ -355,6 +356,25 @@ GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", def
 # (a local Ollama or vLLM), so tools cannot reach them.
 GARDEN_EGRESS_ALLOW = env.list("GARDEN_EGRESS_ALLOW", default=[])
 GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", default=[])
+# The same for the Telegram Bot API only (a self-hosted Bot API server on the private network).
+GARDEN_EGRESS_ALLOW_TELEGRAM = env.list("GARDEN_EGRESS_ALLOW_TELEGRAM", default=[])
+
+# --- Telegram approvals (telegram_approvals/, docs/telegram.md) ------------------------------
+# Unset token: no Telegram surface (the dashboard page says so, the webhook answers 404).
+# The token is a secret: it is never logged (telegram_approvals.bot redacts it) nor returned.
+GARDEN_TELEGRAM_BOT_TOKEN = env.str("GARDEN_TELEGRAM_BOT_TOKEN", default="")
+# Telegram sends it back in X-Telegram-Bot-Api-Secret-Token on every webhook update; unset,
+# the webhook refuses every update (polling with `manage.py telegram_poll` needs none).
+GARDEN_TELEGRAM_WEBHOOK_SECRET = env.str("GARDEN_TELEGRAM_WEBHOOK_SECRET", default="")
+# The Bot API's base URL (a self-hosted Bot API server, or a test's); it passes the egress
+# policy like any other destination.
+GARDEN_TELEGRAM_API_URL = env.str("GARDEN_TELEGRAM_API_URL", default="https://api.telegram.org")
+# Shown on the link page ("send /start <code> to @name"); unset, it is asked of getMe once.
+GARDEN_TELEGRAM_BOT_USERNAME = env.str("GARDEN_TELEGRAM_BOT_USERNAME", default="")
+# How long a link code from the dashboard stays good.
+GARDEN_TELEGRAM_LINK_CODE_SECONDS = env.int("GARDEN_TELEGRAM_LINK_CODE_SECONDS", default=600)
+# Every Bot API call (send, edit, answer) finishes within this many seconds.
+GARDEN_TELEGRAM_TIMEOUT = env.float("GARDEN_TELEGRAM_TIMEOUT", default=15.0)
 
 
 # --- fair share: quotas and limits per owner --------------------------------------------------

@@ -1,4 +1,4 @@
-"""URL configuration: the admin, the API under /api, the OpenAPI schema."""
+"""URL configuration: the admin, the API under /api, the OpenAPI schema, Telegram's webhook."""
 
 from django.contrib import admin
 from django.http import HttpResponsePermanentRedirect
@@ -23,4 +23,6 @@ urlpatterns = [
     path("api/", include("groups.api.urls")),
     path("api/", include("groups.api.request_urls")),
     path("api/", include("garden.api.urls")),
+    path("api/", include("telegram_approvals.api.urls")),
+    path("telegram/", include("telegram_approvals.urls")),
 ]

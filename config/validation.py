@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
@@ -54,12 +55,22 @@ def check_step_limits(chain: Sequence[float]) -> None:
         )
 
 
+def _http_url(value: str) -> None:
+    parsed = urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"not an http(s) URL: {value!r}")
+    if parsed.query or parsed.fragment or parsed.username or parsed.password:
+        raise ValueError("a base URL has no query, fragment or user name")
+
+
 def check_egress_and_keys(values: Mapping[str, Any]) -> None:
     """Parse the egress allowlists, the operator's credentials and the Fernet keys as the code
     that uses them will, so a typo stops the process at start-up rather than a later call."""
     checks: dict[str, Callable[[Any], object]] = {
         "GARDEN_EGRESS_ALLOW": parse_allowlist,
         "GARDEN_EGRESS_ALLOW_PROVIDERS": parse_allowlist,
+        "GARDEN_EGRESS_ALLOW_TELEGRAM": parse_allowlist,
+        "GARDEN_TELEGRAM_API_URL": _http_url,
         "GARDEN_CREDENTIALS": parse_credentials,
         "GARDEN_FERNET_KEYS": lambda keys: [Fernet(k.encode()) for k in keys],
     }

@@ -23,6 +23,8 @@ from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.rules import ROOM_CAP_MIN_CHARS
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
+from telegram_approvals.bot import configured as telegram_configured
+from telegram_approvals.selectors import bot_username, link_get
 
 
 def _context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
@@ -166,6 +168,22 @@ def tokens(request: HttpRequest) -> HttpResponse:
             request,
             title="Access tokens",
             tokens=AccessToken.objects.filter(owner=request.user, revoked_at__isnull=True),
+        ),
+    )
+
+
+def telegram(request: HttpRequest) -> HttpResponse:
+    """Link a Telegram chat for approvals: the page's script asks for a one-time code
+    (POST /api/telegram/link-code) to send the bot as /start <code>, and can unlink."""
+    return TemplateResponse(
+        request,
+        "dashboard/telegram.html",
+        _context(
+            request,
+            title="Telegram",
+            configured=telegram_configured(),
+            link=link_get(owner=request.user),
+            bot_username=bot_username(),
         ),
     )
 

@@ -17,6 +17,7 @@ from groups.models import GroupRequest
 from groups.payloads import approval_event
 from groups.room import Room, release_connection
 from groups.routing import Contribution
+from groups.signals import approvals_changed_on_commit
 
 COORDINATOR_TOOLS = ("group.ask",)
 MEMBER_TOOLS = ("group.request_help",)
@@ -196,5 +197,6 @@ def suspend_for_approval(
     )
     flush(room)
     events.send_event_on_commit(channel=room.channel, event=approval_event(approval))
+    approvals_changed_on_commit([approval.pk])
     complete_step(room, queue, state=GroupRequest.State.AWAITING_APPROVAL)
     return "awaiting_approval"

@@ -20,7 +20,7 @@ from django.conf import settings
 
 from garden.egress.deadline import clamp
 
-Purpose = Literal["provider", "tool"]
+Purpose = Literal["provider", "tool", "telegram"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -125,6 +125,8 @@ def allowlist_for(purpose: Purpose) -> Allowlist:
     entries = tuple(settings.GARDEN_EGRESS_ALLOW)
     if purpose == "provider":
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_PROVIDERS)
+    elif purpose == "telegram":
+        entries += tuple(settings.GARDEN_EGRESS_ALLOW_TELEGRAM)
     return _allowlist(entries)
 
 
@@ -222,7 +224,10 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
 
 
 def _setting_for(purpose: Purpose) -> str:
-    return "GARDEN_EGRESS_ALLOW_PROVIDERS" if purpose == "provider" else "GARDEN_EGRESS_ALLOW"
+    return {
+        "provider": "GARDEN_EGRESS_ALLOW_PROVIDERS",
+        "telegram": "GARDEN_EGRESS_ALLOW_TELEGRAM",
+    }.get(purpose, "GARDEN_EGRESS_ALLOW")
 
 
 def check_url(url: str, purpose: Purpose) -> None:

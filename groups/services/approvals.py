@@ -26,6 +26,7 @@ from groups.faults import fault_point
 from groups.models import GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.services.requests import request_sweep
+from groups.signals import approvals_changed_on_commit
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
 SURFACES = ("dashboard", "telegram", "api", "admin")
@@ -91,6 +92,7 @@ def approval_decide(
             else events.conversation_channel(approval.conversation_id)
         )
         events.send_event_on_commit(channel=channel, event=approval_event(approval))
+        approvals_changed_on_commit([approval.pk])
         if wanted == Approval.Status.REJECTED:
             _record_and_resume(
                 approval,
@@ -136,6 +138,7 @@ def approval_execute(*, approval_id: int) -> str:
         if request is not None:
             _, request = row_locks.lock_group_and_request(request.group_id, request.pk)
         _record_and_resume(approval, request, outcome)
+        approvals_changed_on_commit([approval.pk])
     return "executed"
 
 
@@ -245,6 +248,7 @@ def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
             _record_and_resume(
                 approval, request, ToolOutcome(UNKNOWN_OUTCOME, is_error=True, code="UNKNOWN")
             )
+            approvals_changed_on_commit([approval.pk])
             found["approvals_unknown"] += 1
     return found
 

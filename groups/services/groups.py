@@ -25,6 +25,7 @@ from groups import row_locks, rules, scheduling, selectors
 from groups.demo import household_finances
 from groups.models import Group, Membership
 from groups.services.requests import request_stop_active
+from groups.signals import approvals_changed_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -348,9 +349,15 @@ def group_clear(*, group: Group) -> int:
         conversations = Conversation.objects.filter(group=locked)
         # Approvals stay, detached, so a late decision finds them decided rather than gone;
         # any still undecided are rejected with the rest of the history.
-        Approval.objects.filter(
-            conversation__in=conversations, status=Approval.Status.PENDING
-        ).update(status=Approval.Status.REJECTED, reason=reason, decided_at=timezone.now())
+        rejected = list(
+            Approval.objects.filter(
+                conversation__in=conversations, status=Approval.Status.PENDING
+            ).values_list("pk", flat=True)
+        )
+        Approval.objects.filter(pk__in=rejected, status=Approval.Status.PENDING).update(
+            status=Approval.Status.REJECTED, reason=reason, decided_at=timezone.now()
+        )
+        approvals_changed_on_commit(rejected)
         count = conversations.count()
         conversations.delete()
         _push(locked, change="cleared")

@@ -20,7 +20,7 @@ from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.routing import Contribution, parse_mentions
-from groups.signals import request_finished
+from groups.signals import approvals_changed_on_commit, request_finished
 
 
 def request_finish(
@@ -51,12 +51,15 @@ def request_finish(
     )
     request.refresh_from_db()
     channel = events.group_channel(request.group_id)
+    rejected = []
     for approval in row_locks.lock_pending_approvals(request.pk):
         approval.status = Approval.Status.REJECTED
         approval.reason = f"request {state}"
         approval.decided_at = now
         approval.save(update_fields=["status", "reason", "decided_at"])
         events.send_event_on_commit(channel=channel, event=approval_event(approval))
+        rejected.append(approval.pk)
+    approvals_changed_on_commit(rejected)
     if notice:
         message_append(
             conversation_id=request.conversation_id,

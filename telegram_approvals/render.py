@@ -1,0 +1,120 @@
+"""What an approval's Telegram message says, and which buttons it carries, for each state it
+can be in (pure: plain data in, plain data out). Also the buttons' callback data, both ways."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Telegram's limit on a message is 4096 characters; an approval's stays well inside it.
+MAX_TEXT = 3_500
+ARGUMENT_CHARS = 120
+MAX_ARGUMENTS = 6
+
+SURFACE_WORDS = {
+    "telegram": "on Telegram",
+    "dashboard": "in the dashboard",
+    "api": "through the API",
+    "admin": "in the staff admin",
+}
+
+_CALLBACK = re.compile(r"^ap:(\d{1,18}):([ar])$")
+_DECISIONS = {"a": "approve", "r": "reject"}
+
+
+@dataclass(frozen=True)
+class ApprovalView:
+    """The facts of an approval that its message shows."""
+
+    approval_id: int
+    label: str  # "Ledger wants to write Savings plan" (groups.payloads.approval_label)
+    group: str  # the group's name, or "" once its history was cleared
+    arguments: dict[str, Any]
+    status: str  # pending | approved | rejected
+    surface: str = ""
+    reason: str = ""
+    executed: bool = False
+    by_owner: bool = True
+    decider: str = ""
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    buttons: tuple[tuple[str, str], ...] = ()
+
+
+def callback_data(approval_id: int, decision: str) -> str:
+    return f"ap:{approval_id}:{decision[0]}"
+
+
+def parse_callback(data: str | None) -> tuple[int, str] | None:
+    """``(approval id, "approve" | "reject")`` from a button's data, or None for anything else."""
+    match = _CALLBACK.match(data or "")
+    if match is None:
+        return None
+    return int(match.group(1)), _DECISIONS[match.group(2)]
+
+
+def _argument_lines(arguments: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, value in list(arguments.items())[:MAX_ARGUMENTS]:
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown = " ".join(str(shown).split())
+        if len(shown) > ARGUMENT_CHARS:
+            shown = shown[: ARGUMENT_CHARS - 1] + "…"
+        lines.append(f"• {str(key)[:40]}: {shown}")
+    if len(arguments) > MAX_ARGUMENTS:
+        lines.append(f"• … and {len(arguments) - MAX_ARGUMENTS} more")
+    return lines
+
+
+def outcome(view: ApprovalView) -> str:
+    """The line that says where the approval stands."""
+    if view.status == "pending":
+        return "Waiting for your decision."
+    who = "you" if view.by_owner else (view.decider or "someone")
+    where = SURFACE_WORDS.get(view.surface, f"on {view.surface}" if view.surface else "")
+    by = f"by {who} {where}".rstrip()
+    if view.status == "approved":
+        return f"Approved {by} — {'it ran' if view.executed else 'running it now'}."
+    if _reason(view.reason):
+        return f"Rejected: {_reason(view.reason)}."
+    return f"Rejected {by}; it did not run."
+
+
+def _reason(reason: str) -> str:
+    """``request stopped`` (how a finished request words it) as "the request was stopped"."""
+    reason = reason.strip().rstrip(".")
+    if reason.startswith("request "):
+        return f"the request was {reason.removeprefix('request ')}"
+    return reason[:1].lower() + reason[1:]
+
+
+def render(view: ApprovalView) -> Rendered:
+    """The message for ``view``: what is asked, the arguments briefly, where it stands, and —
+    while pending — the Approve / Reject buttons."""
+    head = view.label + (f" (in {view.group})" if view.group else "")
+    body = "\n".join([head, *_argument_lines(view.arguments)])
+    said = outcome(view)
+    room = MAX_TEXT - len(said) - 2
+    if len(body) > room:
+        body = body[: room - 1] + "…"
+    text = f"{body}\n\n{said}"
+    if view.status != "pending":
+        return Rendered(text)
+    return Rendered(
+        text,
+        (
+            ("Approve", callback_data(view.approval_id, "approve")),
+            ("Reject", callback_data(view.approval_id, "reject")),
+        ),
+    )
+
+
+def already_decided(view: ApprovalView) -> str:
+    """A late press's answer: "Already rejected: the request was stopped.", say."""
+    said = outcome(view)
+    return "Already " + said[0].lower() + said[1:]

@@ -1,0 +1,103 @@
+"""What an approval's Telegram message says in each state, and its buttons' data (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from telegram_approvals.render import (
+    ApprovalView,
+    already_decided,
+    callback_data,
+    parse_callback,
+    render,
+)
+
+PENDING = ApprovalView(
+    approval_id=42,
+    label="Ledger wants to write plan.md",
+    group="Household",
+    arguments={"title": "plan.md", "content": "Save 800 a month.\n" * 40},
+    status="pending",
+)
+
+
+def test_a_pending_approval_names_the_agent_and_action_shows_arguments_briefly_and_has_buttons():
+    shown = render(PENDING)
+    lines = shown.text.splitlines()
+    assert lines[0] == "Ledger wants to write plan.md (in Household)"
+    assert lines[1] == "• title: plan.md"
+    assert lines[2].startswith("• content: Save 800 a month. Save") and lines[2].endswith("…")
+    assert len(lines[2]) < 140
+    assert lines[-1] == "Waiting for your decision."
+    assert shown.buttons == (("Approve", "ap:42:a"), ("Reject", "ap:42:r"))
+
+
+def test_each_outcome_is_said_in_words_and_the_buttons_go():
+    def said(**changes):
+        shown = render(replace(PENDING, **changes))
+        assert shown.buttons == ()
+        return shown.text.splitlines()[-1]
+
+    assert (
+        said(status="approved", surface="telegram", executed=True)
+        == "Approved by you on Telegram — it ran."
+    )
+    assert (
+        said(status="approved", surface="dashboard")
+        == "Approved by you in the dashboard — running it now."
+    )
+    assert (
+        said(status="rejected", surface="api") == "Rejected by you through the API; it did not run."
+    )
+    assert said(status="rejected", reason="request stopped") == "Rejected: the request was stopped."
+    assert said(status="rejected", reason="The history was cleared.") == (
+        "Rejected: the history was cleared."
+    )
+    assert (
+        said(status="approved", surface="admin", by_owner=False, decider="staff", executed=True)
+        == "Approved by staff in the staff admin — it ran."
+    )
+
+
+def test_a_late_press_is_told_it_was_already_decided():
+    stopped = replace(PENDING, status="rejected", reason="request stopped")
+    assert already_decided(stopped) == "Already rejected: the request was stopped."
+
+
+@given(
+    approval_id=st.integers(min_value=1, max_value=10**18 - 1),
+    decision=st.sampled_from(["approve", "reject"]),
+)
+def test_button_data_round_trips_and_fits_telegrams_64_bytes(approval_id, decision):
+    data = callback_data(approval_id, decision)
+    assert len(data.encode()) <= 64
+    assert parse_callback(data) == (approval_id, decision)
+
+
+@given(st.text(max_size=80))
+def test_any_other_button_data_is_not_a_decision(data):
+    parsed = parse_callback(data)
+    assert parsed is None or data == callback_data(*parsed)
+
+
+@given(
+    label=st.text(min_size=1, max_size=5_000),
+    arguments=st.dictionaries(
+        st.text(max_size=60), st.one_of(st.text(max_size=3_000), st.integers()), max_size=12
+    ),
+    status=st.sampled_from(["pending", "approved", "rejected"]),
+    reason=st.text(max_size=200),
+)
+def test_a_message_always_fits_telegram_and_ends_with_where_it_stands(
+    label, arguments, status, reason
+):
+    view = ApprovalView(
+        approval_id=1, label=label, group="G", arguments=arguments, status=status, reason=reason
+    )
+    shown = render(view)
+    assert len(shown.text) <= 4096
+    assert shown.text.endswith("Waiting for your decision." if status == "pending" else ".")
+    assert bool(shown.buttons) == (status == "pending")
