@@ -81,15 +81,25 @@ def request_get(*, group: Group, request_id: int) -> GroupRequest | None:
     return GroupRequest.objects.filter(group=group, pk=request_id).first()
 
 
-def approval_list(*, owner: AbstractBaseUser, status: str | None = None, limit: int = 200):
-    """The owner's approvals (of live groups and kept history), oldest first; ``status``
-    filters. Approvals of cleared history are decided and detached: they answer a decision,
-    not the list."""
+def approval_list(
+    *,
+    owner: AbstractBaseUser,
+    status: str | None = None,
+    conversation_id: int | None = None,
+    limit: int = 200,
+):
+    """The owner's approvals (of live groups and kept history), oldest first; ``status`` and
+    ``conversation_id`` filter. Approvals of cleared history are decided and detached: they
+    answer a decision, not the list."""
     approvals = Approval.objects.filter(owner=owner, conversation__isnull=False).select_related(
         "agent", "request"
     )
     if status:
         approvals = approvals.filter(status=status)
+    if conversation_id is not None:
+        if not is_row_id(conversation_id):
+            return Approval.objects.none()
+        approvals = approvals.filter(conversation_id=conversation_id)
     return approvals.exclude(request__group__deleted_at__isnull=False).order_by("id")[:limit]
 
 

@@ -158,7 +158,15 @@ class GroupStopApi(APIView):
 
 class ApprovalListApi(APIView):
     @extend_schema(
-        parameters=[OpenApiParameter("state", str, enum=["pending", "approved", "rejected"])],
+        parameters=[
+            OpenApiParameter("state", str, enum=["pending", "approved", "rejected"]),
+            OpenApiParameter(
+                "conversation",
+                int,
+                description="Only the approvals of this thread, decided ones included (a "
+                "room shows each card where its call was made).",
+            ),
+        ],
         responses={200: ApprovalListOutput, **_REFUSED},
     )
     def get(self, request: Request) -> Response:
@@ -169,7 +177,9 @@ class ApprovalListApi(APIView):
                 f"state must be one of {', '.join(Approval.Status.values)}.",
                 field="state",
             )
-        approvals = selectors.approval_list(owner=request.user, status=state)
+        approvals = selectors.approval_list(
+            owner=request.user, status=state, conversation_id=_int_param(request, "conversation")
+        )
         return Response({"approvals": [approval_payload(a) for a in approvals]})
 
 

@@ -100,6 +100,14 @@ def test_an_approval_says_what_it_does_and_stays_where_it_was(open_page, owner, 
     expect(canvas.get_by_role("button", name="Canvas")).to_have_attribute("aria-expanded", "true")
     expect(canvas.locator(".artifact", has_text="Savings plan")).to_be_visible()
 
+    # After a reload the decided card is still where it was, not the line that said it waits.
+    page.reload()
+    expect(page.locator(".turn--agent", has_text="Saved the summary.")).to_be_visible()
+    card = page.locator(".approval")
+    expect(card.locator(".approval-outcome")).to_have_text("Approved.")
+    expect(page.locator("#transcript").get_by_text("waiting for your approval")).to_have_count(0)
+    assert item_keys(page) == after
+
 
 def test_a_queued_message_is_tagged_where_it_was_sent_and_linked_to_its_answer(
     open_page, owner, live_worker

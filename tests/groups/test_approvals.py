@@ -280,3 +280,22 @@ def test_a_decision_after_a_clear_finds_the_approval_decided(
     listed = api.get("/api/approvals")
     assert listed.status_code == 200
     assert approval.pk not in {a["id"] for a in listed.json()["approvals"]}
+
+
+def test_a_threads_approvals_are_listed_decided_ones_too(
+    celery_worker_thread, writing_group, owner, api, stranger
+):
+    from rest_framework.test import APIClient
+
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    thread = request.conversation_id
+    approval_decide(user=owner, approval_id=approval.pk, decision="reject")
+    listed = api.get(f"/api/approvals?conversation={thread}").json()["approvals"]
+    assert [(a["id"], a["status"]) for a in listed] == [(approval.pk, "rejected")]
+    assert listed[0]["label"] == "Ledger wants to write Savings plan"
+    assert api.get("/api/approvals?state=pending").json()["approvals"] == []
+    assert api.get("/api/approvals?conversation=abc").status_code == 400
+    theirs = APIClient()
+    theirs.force_login(stranger)
+    assert theirs.get(f"/api/approvals?conversation={thread}").json()["approvals"] == []

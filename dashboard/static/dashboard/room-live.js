@@ -128,20 +128,23 @@
     room.approvals.set(approval.id, { ...approval, busy: false });
   }
 
+  // The open thread's approvals, decided ones too, so a card stays where its call was made
+  // after a reload; before the thread is known, the pending ones.
   async function loadApprovals() {
-    const result = await api("GET", `${urls.approvals}?state=pending`);
+    const query = room.conversation !== null ? `conversation=${room.conversation}` : "state=pending";
+    const result = await api("GET", `${urls.approvals}?${query}`);
     if (!result.ok) return;
     const list = Array.isArray(result.data) ? result.data : (result.data && result.data.approvals) || [];
     const ours = (approval) => approval.group === room.group.id;
-    const pending = new Set();
+    const listed = new Set();
     for (const approval of list) {
       if (!ours(approval)) continue;
-      pending.add(approval.id);
+      listed.add(approval.id);
       room.approvals.set(approval.id, { ...(room.approvals.get(approval.id) || {}), ...approval });
     }
-    // Shown as pending here but no longer pending there: decided elsewhere, or its request ended.
+    // Shown as pending here but not listed as such there: decided elsewhere, or its request ended.
     for (const [id, approval] of room.approvals) {
-      if (approval.status === "pending" && !pending.has(id)) room.approvals.delete(id);
+      if (approval.status === "pending" && !listed.has(id)) room.approvals.delete(id);
     }
   }
 
