@@ -82,6 +82,15 @@ window.garden = (function () {
   document.addEventListener("click", (event) => {
     const closer = event.target.closest("[data-close]");
     if (closer && closer.closest("dialog")) closer.closest("dialog").close();
+    // The user menu closes when something else is clicked, like any menu.
+    const menu = document.querySelector("details.user-menu[open]");
+    if (menu && !menu.contains(event.target)) menu.open = false;
+  });
+  document.addEventListener("keydown", (event) => {
+    const menu = document.querySelector("details.user-menu[open]");
+    if (event.key !== "Escape" || !menu) return;
+    menu.open = false;
+    menu.querySelector("summary").focus();
   });
 
   return { api, errorsOf, showErrors, make, face, checkedIds };
