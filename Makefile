@@ -59,7 +59,7 @@ run: $(STAMP)
 worker: $(STAMP)
 	@$(PY) -m celery -A config worker --pool=threads --concurrency=8 --loglevel=info
 
-# PNGs of the dashboard in screenshots/, from a fresh seeded database (needs /usr/bin/chromium).
+# PNGs of the dashboard in docs/screenshots/, from a fresh seeded database (needs /usr/bin/chromium).
 screenshots: $(STAMP)
 	@env -u DATABASE_URL -u REDIS_URL $(PY) -m dashboard.screenshots
 

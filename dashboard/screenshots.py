@@ -2,7 +2,7 @@
 
 Seeds a fresh SQLite database under a temporary directory with scripted agents, serves the
 dashboard from this process (daphne and a worker thread, as ``rundashboard`` does), and has
-Debian's headless Chromium write PNGs to ``screenshots/``.
+Debian's headless Chromium write PNGs to ``docs/screenshots/`` (the README shows two).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "screenshots"
+OUT = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -136,7 +136,7 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
 
     page = _signed_in(browser, base, seeded["newcomer"])
     page.goto("/dashboard/")
-    save(page, "roster-needs-a-teammate")
+    save(page, "roster-first-run")
 
     page = _signed_in(browser, base, seeded["demo"])
     page.goto("/dashboard/")
@@ -153,11 +153,12 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     expect(page.locator("#live")).to_have_text("Live")
     page.get_by_label("Message to the group").fill(SPENDING)
     page.get_by_role("button", name="Send").click()
-    activity = page.locator(".activity", has_text="Concierge asked Ledger").first
-    activity.locator("summary").first.click()
-    expect(activity.locator(".turn--coordination")).to_be_visible()
+    # Mid-request: Ledger's reply streaming in, the indicator naming it, one line per hand-off.
+    expect(page.locator("#transcript .turn.draft")).to_be_visible()
+    expect(page.locator("#budget")).to_contain_text("Ledger")
     save(page, "room-mid-request")
     expect(page.locator("#budget")).to_contain_text("Completed")
+    save(page, "room-answered")
 
     page.get_by_label("Message to the group").fill("@scribe please write the plan down")
     page.get_by_role("button", name="Send").click()
@@ -172,6 +173,14 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     page.locator("#canvas-list .artifact", has_text="Savings plan").click()
     expect(page.locator("#canvas-view")).to_be_visible()
     save(page, "room-canvas")
+
+    concierge = seeded["demo"].agents.get(handle="concierge")
+    page.goto(f"/dashboard/agents/{concierge.pk}/")
+    save(page, "agent-settings")
+    page.goto("/dashboard/accounts/")
+    page.locator(".account").first.get_by_role("button", name="Test").click()
+    expect(page.locator(".test-result").first).to_contain_text("Works")
+    save(page, "model-accounts")
     return shots
 
 
