@@ -27,16 +27,24 @@ KILL_PROBABILITY = 0.3
 
 
 def scenario_kill(
-    h: Harness, point: str, trials: int, *, rng: random.Random, bound: float = 120
+    h: Harness,
+    point: str,
+    trials: int,
+    *,
+    rng: random.Random,
+    bound: float = 120,
+    probability: float = KILL_PROBABILITY,
 ) -> Result:
     """SIGKILL a worker at ``point`` of a step, ``trials`` times; a new worker (armed the same
-    way) takes the next trial while the sweeper brings the stranded requests back."""
+    way) takes the next trial while the sweeper brings the stranded requests back. Each time
+    the point is reached the worker dies with ``probability``: below 1 the kill lands at varied
+    steps of a request; at 1 it is certain, at the first."""
     result, started = Result(f"SIGKILL {point.replace('_', ' ')}"), time.monotonic()
     latency = 0.5 if point == "during_call" else 0.02
     env = (
         {}
         if point == "during_call"
-        else {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": str(KILL_PROBABILITY)}
+        else {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": str(probability)}
     )
     ids: list[int] = []
     for _ in range(trials):
@@ -53,7 +61,7 @@ def scenario_kill(
         worker.wait_exit(max(0.0, deadline - time.monotonic()))
         _end_trial(h, result, worker, ids)
     result.note = (
-        f"probability {KILL_PROBABILITY} per hit"
+        f"probability {probability} per hit"
         if point != "during_call"
         else f"killed 0-{latency * 0.6:g} s into a {latency:g} s call"
     )

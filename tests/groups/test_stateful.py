@@ -131,12 +131,18 @@ class GroupLoop(RuleBasedStateMachine):
         if decision == "approve":
             approval_execute(approval_id=approval.pk)
 
-    @rule(decision=st.sampled_from(["approve", "reject"]))
-    def decide_late(self, decision):
-        """A decision on any approval, finished or not: must never restart anything."""
-        approval = Approval.objects.filter(request__group=self.group).order_by("?").first()
-        if approval is None:
+    @rule(decision=st.sampled_from(["approve", "reject"]), pick=st.integers(0, 63))
+    def decide_late(self, decision, pick):
+        """A decision on any approval, finished or not: must never restart anything. Which one
+        is drawn, not left to the database, so a replayed example decides the same one."""
+        approvals = list(
+            Approval.objects.filter(request__group=self.group)
+            .order_by("id")
+            .values_list("pk", flat=True)
+        )
+        if not approvals:
             return
+        approval = Approval.objects.get(pk=approvals[pick % len(approvals)])
         try:
             approval_decide(user=self.owner, approval_id=approval.pk, decision=decision)
         except ServiceError:
