@@ -328,6 +328,18 @@ GARDEN_CHAT_MAX_TURNS = env.int("GARDEN_CHAT_MAX_TURNS", default=200)
 GARDEN_TRANSCRIPT_CACHE_TURNS = env.int("GARDEN_TRANSCRIPT_CACHE_TURNS", default=50_000)
 GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
 GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
+# Files attached to an owner's message (multipart POST …/messages, garden/attachments.py): at
+# most this many per message, each at most this many bytes; a body larger than all of them
+# together (plus GARDEN_API_MAX_BODY_BYTES for the text) is refused before it is parsed.
+GARDEN_MAX_ATTACHMENTS = env.int("GARDEN_MAX_ATTACHMENTS", default=4)
+GARDEN_ATTACHMENT_MAX_BYTES = env.int("GARDEN_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024)
+# The pictures and PDFs of the room passed to a model as content parts, the most recent first;
+# older ones (and any the room's cap turned into references) reach it as one-line references.
+GARDEN_MAX_INLINE_ATTACHMENTS = env.int("GARDEN_MAX_INLINE_ATTACHMENTS", default=4)
+# Django's own upload limits: form fields (not files) held in memory at most this large, and an
+# uploaded file kept in memory up to this size and written to a temporary file beyond it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=2_621_440)
+FILE_UPLOAD_MAX_MEMORY_SIZE = env.int("FILE_UPLOAD_MAX_MEMORY_SIZE", default=1_048_576)
 
 GARDEN_RUNTIME_ROOT = Path(env.str("GARDEN_RUNTIME_ROOT", default=str(VAR_DIR / "runtime")))
 GARDEN_NAME = env.str("GARDEN_NAME", default="garden")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
-from garden.models import Agent, Artifact
+from garden.errors import is_row_id
+from garden.models import Agent, Artifact, AttachmentData
 from groups.models import Group
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
 
@@ -29,12 +30,28 @@ def group_candidates(agents: Iterable[Agent]) -> list[Agent]:
 
 
 def group_artifacts(*, owner: AbstractBaseUser, group: Group) -> QuerySet[Artifact]:
-    """What the group made, newest first: artifacts of the group's conversations."""
+    """What the group made and what the owner attached, newest first: artifacts of the
+    group's conversations, each marked ``attached`` when it is a file the owner sent (whose
+    bytes the file view serves; the bytes themselves are not read here)."""
     return (
         Artifact.objects.filter(owner=owner, conversation__group=group)
         .select_related("agent")
+        .annotate(attached=Exists(AttachmentData.objects.filter(artifact=OuterRef("pk"))))
         .order_by("-id")[:CANVAS_LIMIT]
     )
+
+
+def attachment_file(*, owner: AbstractBaseUser, artifact_id: int) -> tuple[Artifact, bytes] | None:
+    """A file the owner attached and its bytes; None for another owner's, or for an artifact
+    that is not an attached file."""
+    if not is_row_id(artifact_id):
+        return None
+    row = (
+        AttachmentData.objects.filter(artifact_id=artifact_id, artifact__owner=owner)
+        .select_related("artifact")
+        .first()
+    )
+    return (row.artifact, bytes(row.data)) if row else None
 
 
 def agent_groups(*, owner: AbstractBaseUser, agent: Agent) -> QuerySet[Group]:

@@ -53,6 +53,12 @@ class DashboardSite(admin.AdminSite):
             path("telegram/", self.admin_view(views.telegram), name="telegram"),
             path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
             path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),
+            # Cacheable: the view sets its own private Cache-Control, so thumbnails are kept.
+            path(
+                "artifacts/<int:artifact_id>/file",
+                self.admin_view(views.artifact_file, cacheable=True),
+                name="artifact_file",
+            ),
         ]
         # Ours first: the admin ends its list with a catch-all.
         return own + super().get_urls()

@@ -13,8 +13,10 @@ from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 
 from dashboard import selectors
+from garden.attachments import ACCEPT, IMAGE_TYPES
 from garden.credentials import credentials_for
 from garden.models import AccessToken, Agent, ModelAccount
 from garden.selectors import account_key_status, agent_list, model_account_list
@@ -214,6 +216,11 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             "canvas": reverse("dashboard:canvas", args=[group.pk]),
             "roster": reverse("dashboard:index"),
             "agent": reverse("dashboard:agent", args=[0]),
+            "file": reverse("dashboard:artifact_file", args=[0]),
+        },
+        "attachments": {
+            "max": settings.GARDEN_MAX_ATTACHMENTS,
+            "max_bytes": settings.GARDEN_ATTACHMENT_MAX_BYTES,
         },
     }
     return TemplateResponse(
@@ -227,9 +234,36 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             candidates=candidates,
             member_ids=[a.pk for a in members],
             artifacts=selectors.group_artifacts(owner=request.user, group=group),
+            attachment_accept=ACCEPT,
             room_data=data,
         ),
     )
+
+
+# A file is shown, never run: no script, no plugin, no form, nothing fetched, no same origin.
+FILE_POLICY = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; sandbox"
+
+
+def artifact_file(request: HttpRequest, artifact_id: int) -> HttpResponse:
+    """A file the owner attached, as it was stored: a picture shown in place, anything else
+    downloaded; another owner's is a 404."""
+    found = selectors.attachment_file(owner=request.user, artifact_id=artifact_id)
+    if found is None:
+        raise Http404("No such file.")
+    artifact, data = found
+    picture = artifact.mime_type in IMAGE_TYPES
+    text = artifact.mime_type.startswith("text/") or artifact.mime_type == "application/json"
+    response = HttpResponse(
+        data, content_type=f"{artifact.mime_type}; charset=utf-8" if text else artifact.mime_type
+    )
+    response["Content-Disposition"] = content_disposition_header(
+        as_attachment=not picture, filename=artifact.title
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = FILE_POLICY
+    response["Cross-Origin-Resource-Policy"] = "same-origin"
+    response["Cache-Control"] = "private, max-age=300"
+    return response
 
 
 def canvas(request: HttpRequest, group_id: int) -> HttpResponse:

@@ -4,23 +4,31 @@ before it). Read-only: the writes a step makes are in ``groups.fencing``."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from django.conf import settings
 from django.db import connection
 
 from garden import events
+from garden.errors import is_row_id
 from garden.models import Agent, Message
 from garden.providers import (
+    ArtifactRef,
+    Block,
+    ChatMessage,
     ChatReply,
     ChatRequest,
     ProviderConfigError,
     TextSink,
     get_provider,
+    inline_media_types,
 )
 from garden.selectors import account_config
-from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
+from groups import selectors
+from groups.bounding import INLINE_KINDS, RoomTooLarge, bound, bound_for_synthesis
 from groups.models import Group, GroupRequest
 from groups.projection import AgentView, GroupView, Projection, Turn, project
 from groups.transcripts import transcript
@@ -175,5 +183,54 @@ def room_projection(room: Room, speaker: Agent, *, synthesis: bool) -> Projectio
         transcript_turns(room), agent=agent_views[speaker.pk], group=group, synthesis=synthesis
     )
     if synthesis:
-        return bound_for_synthesis(projection, room.group.room_cap_chars)
-    return bound(projection, room.group.room_cap_chars)
+        bounded = bound_for_synthesis(projection, room.group.room_cap_chars)
+    else:
+        bounded = bound(projection, room.group.room_cap_chars)
+    if isinstance(bounded, RoomTooLarge):
+        return bounded
+    return with_attachments(bounded, room, speaker)
+
+
+_ROW_ID = re.compile(r"[0-9]{1,19}")
+
+
+def with_attachments(projection: Projection, room: Room, speaker: Agent) -> Projection:
+    """``projection`` with the bytes of the owner's pictures and PDFs that the bounding left
+    as references, for a speaker whose adapter carries them as content parts: at most
+    GARDEN_MAX_INLINE_ATTACHMENTS, the most recent; the rest stay one-line references. Only
+    the group owner's files of this group are read (groups.selectors.attachments_to_carry)."""
+    account = speaker.model_account
+    media = inline_media_types(account.provider, account.options) if account else frozenset()
+    if not media:
+        return projection
+    wanted = {
+        int(block.artifact_id)
+        for message in projection.messages
+        if message.role == "user"
+        for block in message.content
+        if isinstance(block, ArtifactRef)
+        and block.kind.lower() in INLINE_KINDS
+        and _ROW_ID.fullmatch(block.artifact_id)
+    }
+    found = selectors.attachments_to_carry(
+        group=room.group,
+        artifact_ids={i for i in wanted if is_row_id(i)},
+        media_types=media,
+        limit=settings.GARDEN_MAX_INLINE_ATTACHMENTS,
+    )
+    if not found:
+        return projection
+
+    def carried(block: Block) -> Block:
+        if not isinstance(block, ArtifactRef) or not _ROW_ID.fullmatch(block.artifact_id):
+            return block
+        media_type, data = found.get(int(block.artifact_id), ("", None))
+        return replace(block, media_type=media_type, data=data) if data is not None else block
+
+    messages = tuple(
+        ChatMessage(role=m.role, content=tuple(carried(b) for b in m.content))
+        if m.role == "user"
+        else m
+        for m in projection.messages
+    )
+    return Projection(system=projection.system, messages=messages)

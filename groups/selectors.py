@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Prefetch, QuerySet
 
 from garden.errors import is_row_id
-from garden.models import Approval, Conversation, MemoryNote, Message
+from garden.models import Approval, AttachmentData, Conversation, MemoryNote, Message
 from groups.models import Group, GroupRequest, Membership
 
 # At most this many turns per page of a room's transcript.
@@ -108,3 +110,24 @@ def group_memory(*, group: Group) -> QuerySet[MemoryNote]:
     return MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).order_by(
         "id"
     )
+
+
+def attachments_to_carry(
+    *, group: Group, artifact_ids: Collection[int], media_types: Collection[str], limit: int
+) -> dict[int, tuple[str, bytes]]:
+    """Of ``artifact_ids``, the files the owner attached in ``group`` whose media type is among
+    ``media_types``, the ``limit`` most recent: artifact id → (media type, bytes). Another
+    owner's or another group's artifact is never among them, whatever id a turn names."""
+    if not artifact_ids or not media_types or limit <= 0:
+        return {}
+    rows = (
+        AttachmentData.objects.filter(
+            artifact_id__in=list(artifact_ids),
+            artifact__owner_id=group.owner_id,
+            artifact__conversation__group_id=group.pk,
+            artifact__mime_type__in=list(media_types),
+        )
+        .order_by("-artifact_id")
+        .values_list("artifact_id", "artifact__mime_type", "data")[:limit]
+    )
+    return {pk: (media_type, bytes(data)) for pk, media_type, data in rows}

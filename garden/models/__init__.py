@@ -4,7 +4,7 @@ workers' beats and personal access tokens."""
 from garden.models.agents import Agent, ModelAccount
 from garden.models.approvals import Approval
 from garden.models.conversations import Conversation, Message
-from garden.models.memory import Artifact, MemoryNote
+from garden.models.memory import Artifact, AttachmentData, MemoryNote
 from garden.models.runs import Goal, Run
 from garden.models.tokens import AccessToken
 from garden.models.workers import WorkerBeat
@@ -14,6 +14,7 @@ __all__ = [
     "Agent",
     "Approval",
     "Artifact",
+    "AttachmentData",
     "Conversation",
     "Goal",
     "MemoryNote",

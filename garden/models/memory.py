@@ -35,6 +35,20 @@ class Artifact(models.Model):
         return self.title
 
 
+class AttachmentData(models.Model):
+    """The bytes of a file an owner attached, kept apart from its Artifact so that listing
+    artifacts never reads them; in the database, because the workers that pass a picture to a
+    model run on other machines than the web process that received it."""
+
+    artifact = models.OneToOneField(
+        Artifact, on_delete=models.CASCADE, primary_key=True, related_name="attachment_data"
+    )
+    data = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"bytes of artifact {self.artifact_id}"
+
+
 class MemoryNote(models.Model):
     """A durable note or preference in one memory scope.
 

@@ -1,6 +1,6 @@
 """Provider adapters: neutral types in, one model call out, failures classified."""
 
-from .base import Provider, get_provider
+from .base import Provider, get_provider, inline_media_types
 from .types import (
     AccountConfig,
     AmbiguousFailure,
@@ -51,4 +51,5 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "get_provider",
+    "inline_media_types",
 ]

@@ -7,6 +7,7 @@ here once.
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import functools
 import json
@@ -79,6 +80,8 @@ class HttpProvider:
 
     name = "http"
     default_base_url = ""
+    # What the adapter can send a model as content parts beside text (see ``inline``).
+    media_types: frozenset[str] = frozenset()
 
     def __init__(self, config: AccountConfig) -> None:
         if not config.model:
@@ -86,6 +89,7 @@ class HttpProvider:
         self.config = config
         self.base_url = (config.base_url or self.default_base_url).rstrip("/")
         self.timeout = config.timeout
+        self.media = self.media_types if carries_media(config.options) else frozenset()
 
     def complete(self, request: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply:
         """One model call. With ``on_text`` the reply is streamed: each piece of its text is
@@ -432,8 +436,25 @@ def from_wire_name(wire: str) -> str:
 
 
 def artifact_line(ref: ArtifactRef) -> str:
-    """The one-line text a model sees for an artifact; models get references, never bytes."""
+    """The one-line text a model sees for an artifact; a picture or PDF carried as a content
+    part follows its line, so the model knows which artifact it is looking at."""
     return f"[artifact {ref.artifact_id} ({ref.kind}): {ref.title}]"
+
+
+def carries_media(options: dict[str, Any] | None) -> bool:
+    """Whether an account may be sent pictures and PDFs at all: ``"images": false`` in its
+    options says its model reads text only (a local text model)."""
+    return (options or {}).get("images", True) is not False
+
+
+def inline(ref: ArtifactRef, media_types: frozenset[str]) -> bool:
+    """Whether ``ref`` goes to the model as a content part: its bytes were loaded and the
+    adapter (and the account) carry its media type."""
+    return ref.data is not None and ref.media_type in media_types
+
+
+def base64_data(ref: ArtifactRef) -> str:
+    return base64.b64encode(ref.data or b"").decode("ascii")
 
 
 def require(obj: Any, key: str, kind: type[T], where: str) -> T:

@@ -11,7 +11,9 @@ from ._http import (
     StreamAssembler,
     ToolNames,
     artifact_line,
+    base64_data,
     count,
+    inline,
     parse_arguments,
     require,
 )
@@ -31,11 +33,14 @@ from .types import (
 )
 
 API_VERSION = "2023-06-01"
+PDF = "application/pdf"
 
 
 class AnthropicProvider(HttpProvider):
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
+    # Pictures as image blocks, PDFs as document blocks, both with a base64 source.
+    media_types = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", PDF})
 
     def _url(self) -> str:
         # Accept a base given with or without the version segment; both appear in the wild.
@@ -53,7 +58,7 @@ class AnthropicProvider(HttpProvider):
             {"role": message.role, "content": blocks}
             for message in request.messages
             # The API rejects a message with no content blocks; an empty turn says nothing.
-            if (blocks := _wire_blocks(message, names))
+            if (blocks := _wire_blocks(message, names, self.media))
         ]
         body: dict[str, Any] = {
             "model": self.config.model,
@@ -197,7 +202,9 @@ class _EventAssembler(StreamAssembler):
         return {"content": content, "stop_reason": self._stop, "usage": self._usage}
 
 
-def _wire_blocks(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]:
+def _wire_blocks(
+    message: ChatMessage, names: ToolNames, media: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     others: list[dict[str, Any]] = []
     for block in message.content:
@@ -207,6 +214,8 @@ def _wire_blocks(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]
                 others.append({"type": "text", "text": block.text})
         elif isinstance(block, ArtifactRef):
             others.append({"type": "text", "text": artifact_line(block)})
+            if message.role == "user" and inline(block, media):
+                others.append(_media_block(block))
         elif isinstance(block, ToolCall) and message.role == "assistant":
             others.append(
                 {
@@ -229,3 +238,11 @@ def _wire_blocks(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]
             raise ValueError(f"{block.type} block cannot appear in a {message.role} message")
     # tool_result blocks must open the user turn that follows the tool_use turn.
     return results + others
+
+
+def _media_block(ref: ArtifactRef) -> dict[str, Any]:
+    """A picture as an image block, a PDF as a document block, after its reference line."""
+    source = {"type": "base64", "media_type": ref.media_type, "data": base64_data(ref)}
+    if ref.media_type == PDF:
+        return {"type": "document", "source": source, "title": ref.title}
+    return {"type": "image", "source": source}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
+from ._http import carries_media
 from .anthropic import AnthropicProvider
 from .openai import OpenAIProvider
 from .scripted import ScriptedProvider
@@ -16,6 +17,15 @@ class Provider(Protocol):
     still returns the whole reply, the same as without."""
 
     def complete(self, request: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply: ...
+
+
+def inline_media_types(provider: str, options: dict[str, Any] | None) -> frozenset[str]:
+    """The media types an account's adapter sends a model as content parts: none for the
+    scripted provider, nor for an account whose options say ``"images": false``."""
+    adapter = {"openai": OpenAIProvider, "anthropic": AnthropicProvider}.get(provider)
+    if adapter is None or not carries_media(options):
+        return frozenset()
+    return adapter.media_types
 
 
 def get_provider(config: AccountConfig) -> Provider:

@@ -13,7 +13,9 @@ from ._http import (
     StreamAssembler,
     ToolNames,
     artifact_line,
+    base64_data,
     count,
+    inline,
     parse_arguments,
     require,
 )
@@ -45,6 +47,9 @@ _STOP_REASONS = {
 class OpenAIProvider(HttpProvider):
     name = "openai"
     default_base_url = "https://api.openai.com/v1"
+    # Pictures as image_url parts (data: URLs); PDFs stay references, which every
+    # OpenAI-compatible server (Ollama, vLLM, llama.cpp) reads.
+    media_types = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 
     def _url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -61,7 +66,7 @@ class OpenAIProvider(HttpProvider):
         if request.system:
             messages.append({"role": "system", "content": request.system})
         for message in request.messages:
-            messages.extend(_wire_messages(message, names))
+            messages.extend(_wire_messages(message, names, self.media))
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -210,16 +215,27 @@ class _ChunkAssembler(StreamAssembler):
         return {"choices": [choice], "usage": self._usage}
 
 
-def _wire_messages(message: ChatMessage, names: ToolNames) -> list[dict[str, Any]]:
-    """One neutral message as chat-completions messages (a user turn may become several)."""
+def _wire_messages(
+    message: ChatMessage, names: ToolNames, media: frozenset[str] = frozenset()
+) -> list[dict[str, Any]]:
+    """One neutral message as chat-completions messages (a user turn may become several).
+
+    A user turn with a picture among ``media`` carries its content as a list of parts: text,
+    and each picture as an ``image_url`` part (a data: URL) after its reference line."""
     lines: list[str] = []
+    # The user turn's parts in order: text lines, and the pictures that follow their lines.
+    parts: list[str | ArtifactRef] = []
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     for block in message.content:
         if isinstance(block, TextBlock):
             lines.append(block.text)
+            parts.append(block.text)
         elif isinstance(block, ArtifactRef):
             lines.append(artifact_line(block))
+            parts.append(artifact_line(block))
+            if message.role == "user" and inline(block, media):
+                parts.append(block)
         elif isinstance(block, ToolCall) and message.role == "assistant":
             calls.append(
                 {
@@ -247,9 +263,28 @@ def _wire_messages(message: ChatMessage, names: ToolNames) -> list[dict[str, Any
         return [wire]
     # Tool messages first: the API requires them right after the assistant turn whose
     # tool_calls they answer, so user text of the same turn must follow them.
-    if lines or not results:
+    if len(parts) > len(lines):
+        results.append({"role": "user", "content": _content_parts(parts)})
+    elif lines or not results:
         results.append({"role": "user", "content": text})
     return results
+
+
+def _content_parts(parts: list[str | ArtifactRef]) -> list[dict[str, Any]]:
+    """Neighbouring text lines as one text part, each picture as an image_url part."""
+    out: list[dict[str, Any]] = []
+    held: list[str] = []
+    for part in [*parts, None]:
+        if isinstance(part, str):
+            held.append(part)
+            continue
+        if held:
+            out.append({"type": "text", "text": "\n".join(held)})
+            held = []
+        if part is not None:
+            url = f"data:{part.media_type};base64,{base64_data(part)}"
+            out.append({"type": "image_url", "image_url": {"url": url}})
+    return out
 
 
 def _reply_text(raw: Any) -> str:

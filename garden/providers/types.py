@@ -45,12 +45,20 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class ArtifactRef:
-    """A reference to a stored artifact (document, chart, picture); never its bytes."""
+    """A reference to a stored artifact (document, chart, picture).
+
+    Stored and projected it is the reference alone. Just before a call the room may fill in
+    ``media_type`` and ``data`` (the bytes of an owner's picture or PDF), which an adapter that
+    can carry them sends as a content part; any other adapter sends the one-line reference.
+    The bytes take no part in comparing or printing a reference.
+    """
 
     artifact_id: str
     kind: str
     title: str
     type: Literal["artifact_ref"] = "artifact_ref"
+    media_type: str = ""
+    data: bytes | None = field(default=None, compare=False, repr=False)
 
 
 Block = TextBlock | ToolCall | ToolResult | ArtifactRef

@@ -4,13 +4,17 @@ through selectors, refusals are ServiceErrors mapped in one place."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from garden.api.parsers import AttachmentsParser, SafeJSONParser
 from garden.api.serializers import MessageOutput
+from garden.attachments import Upload
 from garden.errors import ServiceError
 from garden.heartbeat import workers_alive
 from garden.models import Approval
@@ -47,6 +51,28 @@ class RoomMessageInput(serializers.Serializer):
     text = serializers.CharField(max_length=20_000, trim_whitespace=True)
 
 
+@extend_schema_field(OpenApiTypes.BINARY)
+class UploadField(serializers.FileField):
+    """A file part of the form, documented as the bytes it is."""
+
+
+class RoomMessageUploadInput(serializers.Serializer):
+    """The multipart form: the text (which may be left empty when files come with it) and the
+    files, each a picture (PNG, JPEG, GIF, WebP), a PDF or a UTF-8 text document (plain text,
+    Markdown, CSV, JSON), recognised by its contents."""
+
+    text = serializers.CharField(
+        max_length=20_000, trim_whitespace=True, required=False, allow_blank=True, default=""
+    )
+    files = serializers.ListField(
+        child=UploadField(allow_empty_file=True, use_url=False),
+        required=False,
+        default=list,
+        help_text="Up to GARDEN_MAX_ATTACHMENTS files (4 by default), each at most "
+        "GARDEN_ATTACHMENT_MAX_BYTES (5 MB by default).",
+    )
+
+
 class RoomOutput(serializers.Serializer):
     group = serializers.IntegerField()
     conversation = serializers.IntegerField(allow_null=True)
@@ -80,6 +106,8 @@ class DecisionOutput(ApprovalOutput):
 class GroupMessagesApi(APIView):
     # Posting a message starts model calls: its own, tighter rate.
     throttle_scopes = {"POST": "messages"}
+    # JSON, or a form with files (the one route that takes them).
+    parser_classes = [SafeJSONParser, AttachmentsParser]
 
     @extend_schema(
         parameters=[
@@ -115,13 +143,19 @@ class GroupMessagesApi(APIView):
         )
 
     @extend_schema(
-        request=RoomMessageInput, responses={202: RequestPostedOutput, 429: ErrorOutput, **_REFUSED}
+        request={
+            "application/json": RoomMessageInput,
+            "multipart/form-data": RoomMessageUploadInput,
+        },
+        responses={202: RequestPostedOutput, 429: ErrorOutput, **_REFUSED},
     )
     def post(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
-        data = RoomMessageInput(data=request.data)
+        form = isinstance(request.data, QueryDict)
+        data = (RoomMessageUploadInput if form else RoomMessageInput)(data=request.data)
         data.is_valid(raise_exception=True)
-        created = request_create(group=group, text=data.validated_data["text"])
+        uploads = [Upload(name=f.name, data=f.read()) for f in data.validated_data.get("files", [])]
+        created = request_create(group=group, text=data.validated_data["text"], attachments=uploads)
         return Response(
             {
                 "request": request_payload(created, workers_alive=workers_alive()),

@@ -4,6 +4,7 @@ lock (garden/quotas.py), when taken, last."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,9 +13,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from garden import events
+from garden.attachments import Upload, attachments_check
 from garden.errors import QuotaExceeded, ServiceError, is_row_id
 from garden.models import Approval, Conversation, Message
 from garden.quotas import quota_hold
+from garden.services.attachments import artifact_ref_block, attachment_store
 from garden.services.conversations import conversation_create, message_append, text_block
 from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
@@ -182,15 +185,23 @@ def check_queue_room(*, group: Group) -> None:
 
 
 def request_create(
-    *, group: Group, text: str, source: str = GroupRequest.Source.OWNER
+    *,
+    group: Group,
+    text: str,
+    source: str = GroupRequest.Source.OWNER,
+    attachments: Sequence[Upload] = (),
 ) -> GroupRequest:
     """Store the owner's turn and a queued GroupRequest in one transaction; start it after commit.
 
     Mentions route the request: ``@handle`` members contribute in the order named, then the
     coordinator resumes. Unknown or non-member handles are refused and nothing is stored.
+    ``attachments`` are checked first (garden/attachments.py, refused by name) and stored as
+    artifacts of the open thread in the same transaction; the turn carries one artifact_ref
+    block per file after its text, and may then be files alone.
     """
     text = text.strip()
-    if not text:
+    checked = attachments_check(attachments)
+    if not text and not checked:
         raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
         locked = row_locks.lock_group(group.pk, live=True)
@@ -219,10 +230,16 @@ def request_create(
             group=locked, conversation=conversation, source=source, queue=queue
         )
         check_queue_room(group=locked)
+        content = [text_block(text)] if text else []
+        for attachment in checked:
+            stored = attachment_store(
+                owner_id=locked.owner_id, conversation_id=conversation.pk, attachment=attachment
+            )
+            content.append(artifact_ref_block(stored))
         message = message_append(
             conversation_id=conversation.pk,
             speaker_kind=Message.SpeakerKind.OWNER,
-            content=[text_block(text)],
+            content=content,
             request_id=request.pk,
             channel=events.group_channel(locked.pk),
         )

@@ -7,14 +7,31 @@ window.garden = (function () {
     return input ? input.value : "";
   }
 
-  // Resolves to {ok, status, data}; never throws, so callers show a failure like any other.
-  async function api(method, url, body) {
+  function requestOptions(method) {
     const options = { method, credentials: "same-origin", headers: { Accept: "application/json" } };
     if (method !== "GET") options.headers["X-CSRFToken"] = csrfToken();
+    return options;
+  }
+
+  // Resolves to {ok, status, data}; never throws, so callers show a failure like any other.
+  function api(method, url, body) {
+    const options = requestOptions(method);
     if (body !== undefined) {
       options.headers["Content-Type"] = "application/json";
       options.body = JSON.stringify(body);
     }
+    return send(url, options);
+  }
+
+  // The same with a FormData body (files): the browser writes its multipart Content-Type,
+  // boundary included, so none is set here.
+  function apiForm(method, url, form) {
+    const options = requestOptions(method);
+    options.body = form;
+    return send(url, options);
+  }
+
+  async function send(url, options) {
     let response;
     try {
       response = await fetch(url, options);
@@ -93,5 +110,5 @@ window.garden = (function () {
     menu.querySelector("summary").focus();
   });
 
-  return { api, errorsOf, showErrors, make, face, checkedIds };
+  return { api, apiForm, errorsOf, showErrors, make, face, checkedIds };
 })();

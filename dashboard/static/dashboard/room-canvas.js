@@ -6,6 +6,7 @@
 (function () {
   const shared = window.garden.room;
   const { urls, $ } = shared;
+  const { make } = window.garden;
 
   const transcript = $("transcript");
 
@@ -44,18 +45,35 @@
     const button = canvasList.querySelector(`[data-artifact="${id}"]`);
     if (!content || !button) return false;
     const mime = content.dataset.mime || "text/plain";
-    const text = /^text\/|json|xml|markdown|csv/.test(mime) ? content.content.textContent
-      : `This artifact is ${mime}; it is kept in your library.`;
-    $("canvas-view-title").textContent = button.querySelector(".artifact-title").textContent;
+    const title = button.querySelector(".artifact-title").textContent;
+    const readable = /^text\/|json|xml|markdown|csv/.test(mime);
+    const file = content.dataset.file; // a file the owner attached: its bytes are served apart
+    const text = readable ? content.content.textContent
+      : file ? "" : `This artifact is ${mime}; it is kept in your library.`;
+    $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
     $("canvas-view-content").textContent = text;
+    $("canvas-view-content").hidden = !text;
+    showFile(file, mime, title);
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
     button.setAttribute("aria-current", "true");
     setCanvasOpen(true);
     canvasView.hidden = false;
     shownArtifact = id;
-    if (focus) $("canvas-view-content").focus();
+    if (focus) (text ? $("canvas-view-content") : $("canvas-view-file").querySelector("a")).focus();
     return true;
+  }
+
+  // An attached file: a picture shown (and opened full size by a click), anything else a link
+  // that downloads it.
+  function showFile(file, mime, title) {
+    const place = $("canvas-view-file");
+    if (!file) { place.replaceChildren(); place.hidden = true; return; }
+    const link = make("a", { href: file, target: "_blank", rel: "noopener", className: "canvas-file-link" });
+    if (mime.startsWith("image/")) link.append(make("img", { src: file, alt: title, className: "canvas-image" }));
+    else link.textContent = `Download ${title}`;
+    place.replaceChildren(link);
+    place.hidden = false;
   }
 
   function closeArtifact() {

@@ -1,9 +1,9 @@
-// The room's composer: sending a message, Enter to send, and @ completion of the members'
-// handles (a combobox over the textarea).
+// The room's composer: sending a message (with files attached, as a multipart form), Enter to
+// send, and @ completion of the members' handles (a combobox over the textarea).
 "use strict";
 
 (function () {
-  const { api, errorsOf, showErrors, make, face } = window.garden;
+  const { api, apiForm, errorsOf, showErrors, make, face } = window.garden;
   const shared = window.garden.room;
   const { urls, $, state: room } = shared;
 
@@ -91,17 +91,69 @@
     if (option && mention) insertMention(option.dataset.handle);
   });
 
+  // --- attachments: chosen with the file input, each removable before sending ----------------
+
+  const fileInput = $("composer-files");
+  const fileList = $("composer-files-list");
+  const limits = shared.data.attachments;
+  let chosen = [];
+
+  const sizeText = (bytes) => (bytes < 1024 ? `${bytes} B`
+    : bytes < 1048576 ? `${Math.round(bytes / 1024)} KB` : `${(bytes / 1048576).toFixed(1)} MB`);
+
+  function renderFiles() {
+    fileList.replaceChildren(...chosen.map((file, index) => make("li", {},
+      make("span", { className: "file-name", text: file.name }),
+      make("span", { className: "file-size", text: sizeText(file.size) }),
+      make("button", { type: "button", "data-remove": index, "aria-label": `Remove ${file.name}`, text: "×" }))));
+    fileList.hidden = chosen.length === 0;
+  }
+
+  // The server decides what it accepts; these say early what it would refuse anyway.
+  function fileProblem(files) {
+    if (files.length > limits.max) return `At most ${limits.max} files may be attached to one message.`;
+    const large = files.find((file) => file.size > limits.max_bytes);
+    return large ? `${large.name} is larger than ${sizeText(limits.max_bytes)}, the limit for one file.` : "";
+  }
+
+  fileInput.addEventListener("change", () => {
+    const next = [...chosen, ...fileInput.files];
+    fileInput.value = ""; // the same file may be chosen again after it is removed
+    const problem = fileProblem(next);
+    showErrors(composer, problem ? [{ field: "files", code: "invalid", message: problem }] : []);
+    if (problem) return;
+    chosen = next;
+    renderFiles();
+  });
+  fileList.addEventListener("click", (event) => {
+    const remove = event.target.closest("[data-remove]");
+    if (!remove) return;
+    chosen.splice(Number(remove.dataset.remove), 1);
+    renderFiles();
+    (fileList.querySelector("[data-remove]") || fileInput).focus();
+  });
+
+  function messageRequest(text) {
+    if (!chosen.length) return api("POST", `${urls.api}/messages`, { text });
+    const form = new FormData();
+    form.append("text", text);
+    chosen.forEach((file) => form.append("files", file, file.name));
+    return apiForm("POST", `${urls.api}/messages`, form);
+  }
+
   composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = textarea.value.trim();
-    if (!text || room.deleted) return;
+    if ((!text && !chosen.length) || room.deleted) return;
     const send = composer.querySelector("[type=submit]");
     showErrors(composer, []);
     send.disabled = true;
-    const result = await api("POST", `${urls.api}/messages`, { text });
+    const result = await messageRequest(text);
     send.disabled = false;
     if (!result.ok) { showErrors(composer, errorsOf(result)); return; }
     textarea.value = "";
+    chosen = [];
+    renderFiles();
     closeMentions();
     if (result.data && result.data.message) shared.onMessage(result.data.message);
     if (result.data && result.data.request) shared.onRequest(result.data.request);

@@ -25,7 +25,7 @@
 
   // What the room's files share: the state above, and the functions each file adds. Calls from
   // one file to another go through it (shared.sync()), so they are looked up when they run.
-  const shared = { urls: data.urls, $, state: room, setMembers };
+  const shared = { urls: data.urls, data, $, state: room, setMembers };
   window.garden.room = shared;
 
   const transcript = $("transcript");
@@ -65,6 +65,7 @@
         return details(key, "tool", summary, make("pre", { text: pretty(block.content) }));
       }
       case "artifact_ref":
+        if (speakerOf(m).kind === "owner") return buildAttachment(block);
         return make("button", {
           type: "button", className: "artifact-ref", "data-artifact": block.artifact_id,
           text: `Open “${block.title || "artifact"}” on the Canvas`,
@@ -72,6 +73,21 @@
       default:
         return make("p", { className: "ref", text: `[${block.type}${block.title ? `: ${block.title}` : ""}]` });
     }
+  }
+
+  // A file the owner attached: a picture as a small thumbnail, anything else as a chip with its
+  // name; each opens the file itself (a picture in a new tab, a document downloaded).
+  const fileUrl = (id) => data.urls.file.replace(/\/0\/file$/, `/${encodeURIComponent(id)}/file`);
+  function buildAttachment(block) {
+    const title = block.title || "attachment";
+    const href = fileUrl(block.artifact_id);
+    if (block.kind === "image") {
+      return make("a", { className: "attachment attachment--image", href, target: "_blank", rel: "noopener",
+        title: `Open ${title}` }, make("img", { src: href, alt: title, loading: "lazy" }));
+    }
+    return make("a", { className: "attachment attachment--document", href, title: `Download ${title}` },
+      make("span", { className: "attachment-icon", "aria-hidden": "true", text: "📄" }),
+      make("span", { className: "attachment-name", text: title }));
   }
 
   const anchor = (m) => `message-${m.id}`;
