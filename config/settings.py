@@ -333,6 +333,11 @@ GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 # together (plus GARDEN_API_MAX_BODY_BYTES for the text) is refused before it is parsed.
 GARDEN_MAX_ATTACHMENTS = env.int("GARDEN_MAX_ATTACHMENTS", default=4)
 GARDEN_ATTACHMENT_MAX_BYTES = env.int("GARDEN_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024)
+# All the files one owner has attached, together (they live in the shared database); clearing
+# a group's history, or its purge, frees what was attached there.
+GARDEN_MAX_ATTACHMENT_BYTES_PER_OWNER = env.int(
+    "GARDEN_MAX_ATTACHMENT_BYTES_PER_OWNER", default=200 * 1024 * 1024
+)
 # The pictures and PDFs of the room passed to a model as content parts, the most recent first;
 # older ones (and any the room's cap turned into references) reach it as one-line references.
 GARDEN_MAX_INLINE_ATTACHMENTS = env.int("GARDEN_MAX_INLINE_ATTACHMENTS", default=4)

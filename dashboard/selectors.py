@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
 from garden.models import Agent, Artifact, AttachmentData
@@ -13,6 +14,8 @@ from groups.models import Group
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
 
 CANVAS_LIMIT = 50
+# What of a document the Canvas carries in the page: enough to read; the rest is named.
+CANVAS_TEXT_CHARS = 20_000
 
 
 def teammates(agents: Iterable[Agent]) -> list[Agent]:
@@ -36,7 +39,13 @@ def group_artifacts(*, owner: AbstractBaseUser, group: Group) -> QuerySet[Artifa
     return (
         Artifact.objects.filter(owner=owner, conversation__group=group)
         .select_related("agent")
-        .annotate(attached=Exists(AttachmentData.objects.filter(artifact=OuterRef("pk"))))
+        .defer("content")
+        .annotate(
+            attached=Exists(AttachmentData.objects.filter(artifact=OuterRef("pk"))),
+            # The page carries the start of each document, never fifty whole ones.
+            preview=Substr("content", 1, CANVAS_TEXT_CHARS),
+            chars=Length("content"),
+        )
         .order_by("-id")[:CANVAS_LIMIT]
     )
 

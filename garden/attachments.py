@@ -158,7 +158,7 @@ def attachment_check(upload: Upload) -> Attachment:
     if media_type == "application/json":
         try:
             json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting past the parser's depth is not JSON here
             raise _not_allowed(title, "it is named .json but is not valid JSON.") from None
     return Attachment(title=title, kind="document", mime_type=media_type, data=data, text=text)
 

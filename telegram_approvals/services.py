@@ -203,7 +203,10 @@ def approval_message_sync(*, approval_id: int, api: BotApi | None = None) -> str
     if message is None or (message.message_id is None and message.claimed_at < _stale()):
         if approval.status != Approval.Status.PENDING:
             return "decided_before_sent"
-        link = TelegramLink.objects.filter(owner_id=approval.owner_id).first()
+        # A deactivated account's chat is sent nothing more.
+        link = TelegramLink.objects.filter(
+            owner_id=approval.owner_id, owner__is_active=True
+        ).first()
         if link is None:
             return "not_linked"
         message = _claim(approval, link.chat_id)
@@ -329,7 +332,8 @@ def callback_handle(*, query: CallbackQuery) -> list[Reply]:
     chat_id = query.message.chat.id if query.message is not None else None
     link = (
         TelegramLink.objects.select_related("owner")
-        .filter(chat_id=chat_id, telegram_user_id=query.from_user.id)
+        # A deactivated account decides nothing, here as with a token or a session.
+        .filter(chat_id=chat_id, telegram_user_id=query.from_user.id, owner__is_active=True)
         .first()
     )
     if link is None:

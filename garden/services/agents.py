@@ -181,38 +181,44 @@ def agent_update(
     A step already running keeps the settings it read; the next step of every room the agent
     is in reads the new ones (the room's roster follows the agent row).
     """
-    if agent.removed_at is not None:
-        raise ServiceError(
-            "AGENT_REMOVED", f"@{agent.handle} has been removed; it cannot change.", status=409
-        )
-    tools = agent.enabled_tools if enabled_tools is None else enabled_tools
-    approvals = agent.approval_tools if approval_tools is None else approval_tools
-    if enabled_tools is not None or approval_tools is not None:
-        if enabled_tools is not None and approval_tools is None:
-            # Taking a tool away takes its approval rule with it.
-            approvals = [t for t in approvals if t in tools]
-        agent_tools_check(builtin=agent.builtin, enabled_tools=tools, approval_tools=approvals)
-    if delegation_allowlist is not None and any(a.pk == agent.pk for a in delegation_allowlist):
-        raise ServiceError(
-            "SELF_DELEGATION",
-            "An agent does not ask itself for help.",
-            field="delegation_allowlist",
-        )
-    changes = {
-        "name": name,
-        "colour": colour,
-        "instructions": instructions,
-        "model_account": model_account,
-    }
-    fields = [key for key, value in changes.items() if value is not None]
-    for key in fields:
-        setattr(agent, key, changes[key])
-    agent.enabled_tools = list(dict.fromkeys(tools))
-    agent.approval_tools = list(dict.fromkeys(approvals))
-    fields += ["enabled_tools", "approval_tools"]
-    agent.full_clean(exclude=["owner", "delegation_allowlist"], validate_unique=False)
     with transaction.atomic():
-        agent.save(update_fields=fields)
+        # Read under the row lock: two changes at once never write back each other's stale
+        # tools (a name change must not drop an approval rule another change just added).
+        agent = Agent.objects.select_for_update().get(pk=agent.pk)
+        if agent.removed_at is not None:
+            raise ServiceError(
+                "AGENT_REMOVED", f"@{agent.handle} has been removed; it cannot change.", status=409
+            )
+        fields = []
+        if enabled_tools is not None or approval_tools is not None:
+            tools = agent.enabled_tools if enabled_tools is None else enabled_tools
+            approvals = agent.approval_tools if approval_tools is None else approval_tools
+            if enabled_tools is not None and approval_tools is None:
+                # Taking a tool away takes its approval rule with it.
+                approvals = [t for t in approvals if t in tools]
+            agent_tools_check(builtin=agent.builtin, enabled_tools=tools, approval_tools=approvals)
+            agent.enabled_tools = list(dict.fromkeys(tools))
+            agent.approval_tools = list(dict.fromkeys(approvals))
+            fields += ["enabled_tools", "approval_tools"]
+        if delegation_allowlist is not None and any(a.pk == agent.pk for a in delegation_allowlist):
+            raise ServiceError(
+                "SELF_DELEGATION",
+                "An agent does not ask itself for help.",
+                field="delegation_allowlist",
+            )
+        changes = {
+            "name": name,
+            "colour": colour,
+            "instructions": instructions,
+            "model_account": model_account,
+        }
+        for key, value in changes.items():
+            if value is not None:
+                setattr(agent, key, value)
+                fields.append(key)
+        agent.full_clean(exclude=["owner", "delegation_allowlist"], validate_unique=False)
+        if fields:
+            agent.save(update_fields=fields)
         if delegation_allowlist is not None:
             agent.delegation_allowlist.set(delegation_allowlist)
     return agent
@@ -231,15 +237,20 @@ def agent_remove(*, agent: Agent) -> None:
             f"{agent.name} is built in; change its model account or instructions instead.",
             status=409,
         )
-    # The groups app sits above this one: its rows are reached through the relation it adds.
-    coordinated = list(
-        agent.coordinated_groups.filter(deleted_at__isnull=True).values_list("name", flat=True)
-    )
-    if coordinated:
-        names = ", ".join(coordinated)
-        raise ServiceError(
-            "AGENT_COORDINATES",
-            f"@{agent.handle} coordinates {names}; choose another coordinator there first.",
-            status=409,
+    with transaction.atomic():
+        # The agent's row locked first, as a group change that names it locks it: a group
+        # cannot make it coordinator between this check and the removal.
+        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        # The groups app sits above this one: its rows are reached through the relation it
+        # adds.
+        coordinated = list(
+            agent.coordinated_groups.filter(deleted_at__isnull=True).values_list("name", flat=True)
         )
-    Agent.objects.filter(pk=agent.pk, removed_at__isnull=True).update(removed_at=timezone.now())
+        if coordinated:
+            names = ", ".join(coordinated)
+            raise ServiceError(
+                "AGENT_COORDINATES",
+                f"@{agent.handle} coordinates {names}; choose another coordinator there first.",
+                status=409,
+            )
+        Agent.objects.filter(pk=agent.pk, removed_at__isnull=True).update(removed_at=timezone.now())

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.db.models.functions import Length
 
 from garden.models import Artifact
 from garden.providers.types import ToolSpec
@@ -122,16 +123,17 @@ def reachable_artifacts(ctx: ToolContext) -> QuerySet[Artifact]:
     return found.filter(conversation_id=ctx.conversation_id)
 
 
-def _line(artifact: Artifact) -> str:
+def _line(artifact: Artifact, chars: int) -> str:
     by = f" · by @{artifact.agent.handle}" if artifact.agent else ""
     return (
-        f"artifact {artifact.pk} · {artifact.kind} · {artifact.title!r}{by} · "
-        f"{len(artifact.content):,} characters"
+        f"artifact {artifact.pk} · {artifact.kind} · {artifact.title!r}{by} · {chars:,} characters"
     )
 
 
 def file_list(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    found = reachable_artifacts(ctx).order_by("-id")
+    # Their lengths, not their texts: a listing never loads fifty documents.
+    found = reachable_artifacts(ctx).defer("content").annotate(chars=Length("content"))
+    found = found.order_by("-id")
     query = (args.get("query") or "").strip()
     if query:
         found = found.filter(title__icontains=query)
@@ -141,7 +143,7 @@ def file_list(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
         return ToolOutcome(
             "No documents here yet." if not query else f"No documents match {query!r}."
         )
-    lines = [_line(a) for a in rows[:limit]]
+    lines = [_line(a, a.chars) for a in rows[:limit]]
     if len(rows) > limit:
         lines.append(f"[more: narrow with query, or raise limit up to {LIST_LIMIT}]")
     return ToolOutcome("\n".join(lines))
@@ -167,7 +169,7 @@ def file_read(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     page = max(200, ctx.output_chars - PAGE_OVERHEAD)
     start = min(args.get("offset", 0), len(text))
     end = min(len(text), start + min(args.get("length", page), page))
-    head = f"{_line(artifact)}; characters {start:,} to {end:,}:"
+    head = f"{_line(artifact, len(text))}; characters {start:,} to {end:,}:"
     tail = (
         f"\n[continues: {len(text) - end:,} characters more; read with offset {end}]"
         if end < len(text)

@@ -17,13 +17,13 @@ from garden.api.serializers import MessageOutput
 from garden.attachments import Upload
 from garden.errors import ServiceError
 from garden.heartbeat import workers_alive
-from garden.models import Approval
+from garden.models import AccessToken, Approval
 from garden.services.conversations import message_payload
 from groups import selectors
 from groups.api.serializers import ErrorOutput
 from groups.models import MEMORY_SENTENCE, Group
 from groups.payloads import ApprovalOutput, RequestOutput, approval_payload, request_payload
-from groups.services.approvals import SURFACES, approval_decide
+from groups.services.approvals import approval_decide
 from groups.services.memory import memory_import_private_note
 from groups.services.requests import request_cancel, request_create, request_stop_active
 
@@ -217,9 +217,18 @@ class ApprovalListApi(APIView):
         return Response({"approvals": [approval_payload(a) for a in approvals]})
 
 
+# What a client of the API may say it decided from: Telegram's decisions come from its own
+# webhook and the admin's from the admin, never from a client claiming to be them.
+CLIENT_SURFACES = ("dashboard", "api")
+
+
 class DecisionInput(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["approve", "reject"])
-    surface = serializers.ChoiceField(choices=list(SURFACES), default="dashboard")
+    surface = serializers.ChoiceField(
+        choices=list(CLIENT_SURFACES),
+        default="dashboard",
+        help_text="Where the person decided; a request made with an access token is 'api'.",
+    )
 
 
 class ApprovalDecideApi(APIView):
@@ -229,11 +238,14 @@ class ApprovalDecideApi(APIView):
     def post(self, request: Request, approval_id: int) -> Response:
         data = DecisionInput(data=request.data)
         data.is_valid(raise_exception=True)
+        surface = data.validated_data["surface"]
+        if isinstance(request.auth, AccessToken):
+            surface = "api"  # a script, whatever it says
         decision = approval_decide(
             user=request.user,
             approval_id=approval_id,
             decision=data.validated_data["decision"],
-            surface=data.validated_data["surface"],
+            surface=surface,
         )
         return Response({**approval_payload(decision.approval), "repeated": decision.repeated})
 

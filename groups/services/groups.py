@@ -21,6 +21,7 @@ from garden import events
 from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id
 from garden.models import Agent, Approval, Conversation, MemoryNote
 from garden.quotas import owner_lock, quota_hold
+from garden.services.attachments import attachments_delete
 from groups import row_locks, rules, scheduling, selectors
 from groups.demo import household_finances
 from groups.models import Group, Membership
@@ -309,8 +310,10 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
             if group is None or group.deleted_at is None or group.deleted_at >= cutoff:
                 continue
             MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).delete()
-            # Gone for good, approvals too (a clear keeps them detached; a purge does not).
+            # Gone for good, approvals too (a clear keeps them detached; a purge does not),
+            # and the files attached in its threads.
             Approval.objects.filter(conversation__group=group).delete()
+            attachments_delete(conversations=Conversation.objects.filter(group=group))
             Conversation.objects.filter(group=group).delete()
             group.delete()
             purged += 1
@@ -358,6 +361,7 @@ def group_clear(*, group: Group) -> int:
             status=Approval.Status.REJECTED, reason=reason, decided_at=timezone.now()
         )
         approvals_changed_on_commit(rejected)
+        attachments_delete(conversations=conversations)
         count = conversations.count()
         conversations.delete()
         _push(locked, change="cleared")

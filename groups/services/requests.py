@@ -17,7 +17,11 @@ from garden.attachments import Upload, attachments_check
 from garden.errors import QuotaExceeded, ServiceError, is_row_id
 from garden.models import Approval, Conversation, Message
 from garden.quotas import quota_hold
-from garden.services.attachments import artifact_ref_block, attachment_store
+from garden.services.attachments import (
+    artifact_ref_block,
+    attachment_bytes_hold,
+    attachment_store,
+)
 from garden.services.conversations import conversation_create, message_append, text_block
 from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
@@ -236,6 +240,8 @@ def request_create(
                 owner_id=locked.owner_id, conversation_id=conversation.pk, attachment=attachment
             )
             content.append(artifact_ref_block(stored))
+        if checked:
+            attachment_bytes_hold(owner_id=locked.owner_id)
         message = message_append(
             conversation_id=conversation.pk,
             speaker_kind=Message.SpeakerKind.OWNER,

@@ -94,3 +94,14 @@ def test_the_room_offers_an_attach_button_with_a_real_file_input(signed_in, atta
     assert 'id="composer-files" name="files" type="file" multiple' in page
     assert '<label for="composer-files" class="button attach-button">Attach</label>' in page
     assert "image/png" in page and ".csv" in page
+
+
+def test_the_canvas_carries_the_start_of_a_long_document_not_all_of_it(signed_in, owner):
+    group = household(owner)
+    long_text = "Spending line.\n" * 10_000  # 150,000 characters
+    made = artifact(group, agent=group.coordinator, title="Ledger export", content=long_text)
+    page = signed_in.get(f"/dashboard/groups/{group.pk}/canvas")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert f'data-chars="{len(long_text)}"' in html and made.title in html
+    assert len(html) < 40_000

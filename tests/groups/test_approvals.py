@@ -270,7 +270,7 @@ def test_a_decision_after_a_clear_finds_the_approval_decided(
     assert body["code"] == "APPROVAL_ALREADY_DECIDED"
     assert body["message"].startswith("This action was already rejected")
     same = api.post(
-        f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "telegram"}
+        f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "api"}
     )
     assert same.status_code == 200, same.content
     approval.refresh_from_db()

@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import transaction
 
 from garden.attachments import Upload
 from garden.models import Approval, Artifact, AttachmentData, Message
@@ -485,3 +486,36 @@ def test_over_the_cap_pictures_become_line_references_before_any_bytes_are_loade
     assert any(
         f"[image: c.png] (artifact {picture.pk})" in m["content"] for m in user_messages(body)
     )
+
+
+def test_deep_json_is_refused_by_name_not_a_500(api, group):
+    before = counts()
+    deep = b"[" * 200_000 + b"]" * 200_000
+    response = post_form(api, group.pk, {"text": "look", "files": [upload("a.json", deep)]})
+    assert refusal(response) == (400, "ATTACHMENT_TYPE_NOT_ALLOWED")
+    assert counts() == before
+
+
+def test_an_owners_attached_bytes_are_capped_and_a_clear_frees_them(api, group, settings):
+    from groups.services.groups import group_clear
+
+    settings.GARDEN_MAX_ATTACHMENT_BYTES_PER_OWNER = len(PNG) * 2
+    for _ in range(2):
+        sent = post_form(api, group.pk, {"text": "look", "files": [upload("a.png", PNG)]})
+        assert sent.status_code == 202, sent.content
+        api.post(f"/api/groups/{group.pk}/stop")
+    before = counts()
+    full = post_form(api, group.pk, {"text": "one more", "files": [upload("b.png", PNG)]})
+    assert refusal(full) == (409, "ATTACHMENT_STORAGE_FULL")
+    assert counts() == before
+    # What agents wrote stays; the files attached in the cleared history go, freeing room.
+    with transaction.atomic():
+        thread = group_conversation_open(group=group)
+    written = Artifact.objects.create(
+        owner=group.owner, conversation=thread, title="Plan", content="Save."
+    )
+    group_clear(group=group)
+    assert not AttachmentData.objects.exists()
+    assert list(Artifact.objects.all()) == [written]  # its thread gone, the document kept
+    again = post_form(api, group.pk, {"text": "again", "files": [upload("b.png", PNG)]})
+    assert again.status_code == 202, again.content

@@ -203,13 +203,36 @@ def test_approvals_list_and_decide(api, group, owner):
     bad = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "maybe"})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "decision"
     first = api.post(
-        f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "telegram"}
+        f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": "api"}
     )
     assert first.status_code == 200 and first.json()["status"] == "rejected"
     again = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "reject"})
     assert again.status_code == 200 and again.json()["repeated"] is True
     conflict = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "approve"})
     assert conflict.status_code == 409 and conflict.json()["code"] == "APPROVAL_ALREADY_DECIDED"
+
+
+def test_a_client_cannot_claim_telegrams_or_the_admins_surface(api, group, owner):
+    from rest_framework.test import APIClient
+
+    from garden.services.tokens import token_create
+
+    approval = make_pending_approval(group, owner)
+    for surface in ("telegram", "admin"):
+        refused = api.post(
+            f"/api/approvals/{approval.pk}/decide", {"decision": "reject", "surface": surface}
+        )
+        assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "surface"
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    script = APIClient()
+    script.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(owner=owner, name='ci').secret}")
+    decided = script.post(
+        f"/api/approvals/{approval.pk}/decide",
+        {"decision": "reject", "surface": "dashboard"},
+        format="json",
+    )
+    assert decided.status_code == 200 and decided.json()["surface"] == "api"
 
 
 def test_another_users_approval_is_404(stranger, group, owner):

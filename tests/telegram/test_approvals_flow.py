@@ -174,3 +174,16 @@ def test_another_chat_cannot_decide_the_owners_approval(bot_api, stranger, linke
     approval_decide(user=approval.owner, approval_id=approval.pk, decision="approve")
     wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 1
+
+
+def test_a_deactivated_owners_chat_decides_nothing(bot_api, linked_approval):
+    request, approval, _row = linked_approval
+    owner = approval.owner
+    owner.is_active = False
+    owner.save(update_fields=["is_active"])
+    post_update(Client(), press_update(f"ap:{approval.pk}:r", chat_id=CHAT))
+    wait_for(lambda: len(answers(bot_api)) >= 1)
+    assert answers(bot_api)[-1].startswith("Not")
+    time.sleep(0.5)
+    approval.refresh_from_db()
+    assert approval.status == "pending" and state_of(request) == "awaiting_approval"

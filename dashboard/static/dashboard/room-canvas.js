@@ -48,7 +48,11 @@
     const title = button.querySelector(".artifact-title").textContent;
     const readable = /^text\/|json|xml|markdown|csv/.test(mime);
     const file = content.dataset.file; // a file the owner attached: its bytes are served apart
-    const text = readable ? content.content.textContent
+    const shown = content.content.textContent;
+    // The page carries the start of a long document; say how much more there is.
+    const more = Number(content.dataset.chars || 0) - shown.length;
+    const text = readable
+      ? (more > 0 ? `${shown}\n\n[… ${more.toLocaleString()} more characters${file ? ": open the file" : ""}]` : shown)
       : file ? "" : `This artifact is ${mime}; it is kept in your library.`;
     $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
