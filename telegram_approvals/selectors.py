@@ -34,6 +34,9 @@ def bot_username(*, ask: bool = False) -> str:
             name = BotApi().get_me().username
         except Exception as exc:  # the page still works without the name
             log.warning("Telegram getMe failed: %s", exc)
+            # Not asked again for a minute: a page must not wait on an unreachable Bot API
+            # once per request.
+            cache.set("telegram-bot-username", "", timeout=60)
             return ""
         cache.set("telegram-bot-username", name, timeout=3600)
     return name

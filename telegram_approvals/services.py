@@ -135,6 +135,11 @@ def link_redeem(
             .order_by("-pk")
             .values_list("pk", flat=True)[:SEND_ON_LINK]
         )
+        # Sent to a chat linked before this one: sent again here (the old chat's buttons now
+        # answer that it is not linked).
+        TelegramApprovalMessage.objects.filter(approval_id__in=pending).exclude(
+            chat_id=chat_id
+        ).delete()
         transaction.on_commit(lambda: scheduling.sync_approvals(pending))
     return (
         "Linked. garden will send your group approvals here, with Approve and Reject buttons. "

@@ -187,3 +187,20 @@ def test_a_deactivated_owners_chat_decides_nothing(bot_api, linked_approval):
     time.sleep(0.5)
     approval.refresh_from_db()
     assert approval.status == "pending" and state_of(request) == "awaiting_approval"
+
+
+def test_a_pending_approval_follows_the_owner_to_a_newly_linked_chat(bot_api, linked_approval):
+    _request, approval, _row = linked_approval
+    code = link_code_create(owner=approval.owner).code
+    post_update(Client(), message_update(f"/start {code}", chat_id=OTHER_CHAT))
+    sent = bot_api.wait_for(
+        "sendMessage",
+        lambda c: int(c.params["chat_id"]) == OTHER_CHAT and "reply_markup" in c.params,
+    )
+    assert "Ledger wants to write Savings plan" in sent.params["text"]
+    row = wait_for(
+        lambda: TelegramApprovalMessage.objects.filter(
+            approval=approval, chat_id=OTHER_CHAT, message_id__isnull=False
+        ).first()
+    )
+    assert row is not None
