@@ -15,6 +15,7 @@ from tests.dashboard.conftest import assert_accessible, assert_controls_labelled
 from tests.dashboard.helpers import household, teammate
 from tests.garden.providers.httpserver import Respond, ScriptedServer
 from tests.groups.helpers import openai_reply
+from tests.telegram.conftest import bot_api  # noqa: F401  (a fixture: the local Bot API)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
 
@@ -234,3 +235,27 @@ def test_make_an_access_token_use_it_from_a_script_and_revoke_it(
     expect(row).to_have_count(0)
     refused = httpx.post(url, json={"text": "Again."}, headers=headers)
     assert refused.status_code == 401 and refused.json()["code"] == "TOKEN_REVOKED"
+
+
+def test_link_telegram_from_its_page(open_page, owner, bot_api):  # noqa: F811
+    from tests.telegram.conftest import CHAT, message_update, post_update
+
+    page = open_page(owner, "/dashboard/agents/")
+    page.locator(".user-menu summary").click()
+    page.get_by_role("link", name="Telegram").click()
+    expect(page).to_have_url(re.compile(r"/dashboard/telegram/$"))
+    expect(page.locator("#telegram-unlinked")).to_be_visible()
+    assert_controls_labelled(page)
+    assert_accessible(page)
+    page.get_by_role("button", name="Get a code").click()
+    command = page.get_by_label("The message to send")
+    expect(command).to_have_value(re.compile(r"^/start \S+$"))
+    from django.test import Client
+
+    assert (
+        post_update(Client(), message_update(command.input_value(), chat_id=CHAT)).status_code
+        == 200
+    )
+    page.reload()
+    expect(page.locator("#telegram-linked")).to_contain_text("Linked to")
+    assert_accessible(page)
