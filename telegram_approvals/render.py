@@ -79,6 +79,11 @@ def outcome(view: ApprovalView) -> str:
     where = SURFACE_WORDS.get(view.surface, f"on {view.surface}" if view.surface else "")
     by = f"by {who} {where}".rstrip()
     if view.status == "approved":
+        if view.reason.startswith("outcome unknown"):
+            return (
+                f"Approved {by} — the worker running it stopped: whether it ran is unknown, "
+                "and it was not run again."
+            )
         return f"Approved {by} — {'it ran' if view.executed else 'running it now'}."
     if _reason(view.reason):
         return f"Rejected: {_reason(view.reason)}."

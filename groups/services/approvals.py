@@ -183,13 +183,7 @@ def _record_and_resume(
             request_id=approval.request_id,
             channel=channel,
             kind=Message.Kind.ACTIVITY,
-            content=[
-                text_block(
-                    f"{approval.agent.name} was allowed to "
-                    f"{describe_action(approval.action.get('name', '?'), approval.action.get('arguments'))}"
-                    f" (approved on {approval.surface}); it ran."
-                )
-            ],
+            content=[text_block(_ran_line(approval, outcome))],
         )
     if request is None or request.state != GroupRequest.State.AWAITING_APPROVAL:
         return
@@ -201,6 +195,24 @@ def _record_and_resume(
     events.send_event_on_commit(channel=channel, event=request_event(request))
     scheduling.enqueue_step_on_commit(request.pk, request.fence, group_id=request.group_id)
 
+
+def _ran_line(approval: Approval, outcome: ToolOutcome) -> str:
+    """The activity line of an approved action: that it ran, or — the worker running it having
+    stopped before its result was recorded — that nobody knows whether it did."""
+    action = approval.action or {}
+    what = describe_action(action.get("name", "?"), action.get("arguments"))
+    where = f"approved on {approval.surface}" if approval.surface else "approved"
+    if outcome.code == "UNKNOWN":
+        return (
+            f"{approval.agent.name} was allowed to {what} ({where}), but the worker running it "
+            "stopped before its result was recorded: whether it ran is unknown, and it was "
+            "not run again."
+        )
+    return f"{approval.agent.name} was allowed to {what} ({where}); it ran."
+
+
+# On an approved approval, ``reason`` says its outcome is unknown (surfaces word it so).
+OUTCOME_UNKNOWN_REASON = "outcome unknown: the worker running it stopped"
 
 UNKNOWN_OUTCOME = (
     "[outcome unknown: the worker running this approved action stopped before its result was "
@@ -245,6 +257,8 @@ def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
                 or not waiting.filter(pk=pk).exists()
             ):
                 continue
+            approval.reason = OUTCOME_UNKNOWN_REASON
+            approval.save(update_fields=["reason"])
             _record_and_resume(
                 approval, request, ToolOutcome(UNKNOWN_OUTCOME, is_error=True, code="UNKNOWN")
             )

@@ -238,6 +238,16 @@ def test_an_action_whose_worker_died_running_it_gets_an_unknown_outcome_and_neve
     ]
     assert len(results) == 1 and results[0]["is_error"]
     assert "outcome unknown" in results[0]["content"]
+    # The room and the approval say it may not have run, not that it ran.
+    lines = [
+        m.content[0]["text"]
+        for m in Message.objects.filter(request=request, kind="activity")
+        if "was allowed to" in m.content[0].get("text", "")
+    ]
+    assert len(lines) == 1 and "whether it ran is unknown" in lines[0], lines
+    assert "it ran." not in lines[0]
+    approval.refresh_from_db()
+    assert approval.reason.startswith("outcome unknown")
     assert sweep_stranded(older_than_seconds=0)["approvals_unknown"] == 0
     # The request waits again, on a newer approval: the old one's result is not recorded again.
     GroupRequest.objects.filter(pk=request.pk).update(state="awaiting_approval")

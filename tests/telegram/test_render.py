@@ -60,6 +60,16 @@ def test_each_outcome_is_said_in_words_and_the_buttons_go():
         said(status="approved", surface="admin", by_owner=False, decider="staff", executed=True)
         == "Approved by staff in the staff admin — it ran."
     )
+    # The worker running it stopped before its result was recorded: not "it ran".
+    assert said(
+        status="approved",
+        surface="telegram",
+        executed=True,
+        reason="outcome unknown: the worker running it stopped",
+    ) == (
+        "Approved by you on Telegram — the worker running it stopped: whether it ran is "
+        "unknown, and it was not run again."
+    )
 
 
 def test_a_late_press_is_told_it_was_already_decided():
