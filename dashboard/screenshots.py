@@ -28,6 +28,7 @@ CHROMIUM_ARGS = [
 ]
 SPENDING = "Review this month's spending and help me decide how much I can save."
 SCRIBE_RULES = [
+    {"after_tool_error": True, "reply": "Understood: I won't write it."},
     {"after_tool_result": True, "reply": "Saved the plan on the Canvas."},
     {
         "when": "write",

@@ -26,7 +26,8 @@ CONCIERGE_SCRIPT = {
             "You can raise the monthly saving to 1,000 and keep a 290 buffer.",
         },
         {
-            "when": r"spend|save|budget",
+            # The owner's question, not a member's words ("Saved the plan …") or a file's name.
+            "when": r"spending|can i save|i can save|budget",
             "reply": {
                 "text": "I'll ask Ledger for the figures and Finance Advisor for a plan.",
                 "tool_calls": [
@@ -85,11 +86,23 @@ def household_finances(owner: AbstractBaseUser) -> Group:
     builtins = agent_builtins_ensure(owner=owner)
     concierge = builtins[Agent.Builtin.CONCIERGE]
     account = concierge.model_account
-    # Concierge's own offline account learns the team's script; an account its owner put on a
-    # real model is left as it is.
+    # Concierge's offline account learns the team's script; an account its owner put on a
+    # real model is left as it is. The offline account every new agent starts on is shared
+    # (Agent Father's, and any agent added later): Concierge gets a script of its own instead,
+    # so other agents do not start speaking the household's lines.
     if account is not None and account.provider == "scripted":
-        account.options = CONCIERGE_SCRIPT
-        account.save(update_fields=["options"])
+        if account.agents.exclude(pk=concierge.pk).exists():
+            concierge.model_account = model_account_create(
+                owner=owner,
+                name="Concierge's script",
+                provider="scripted",
+                model="scripted",
+                options=CONCIERGE_SCRIPT,
+            )
+            concierge.save(update_fields=["model_account"])
+        else:
+            account.options = CONCIERGE_SCRIPT
+            account.save(update_fields=["options"])
 
     def member(handle: str, name: str, colour: str, script: dict, instructions: str) -> Agent:
         agent = Agent.objects.filter(owner=owner, handle=handle).first()

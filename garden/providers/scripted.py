@@ -6,6 +6,7 @@
         {"when": "spending|budget",          # phrases separated by |, matched as plain text,
                                              # case-insensitively, in the last user-side text
          "after_tool_result": false,         # match only when the last message holds results
+         "after_tool_error": false,          # ... holds a result that is an error (a rejection)
          "turn": 0,                          # match only at this count of assistant messages
          "reply": {"text": "...", "tool_calls": [{"name": "group.ask", "arguments": {...}}]}},
         {"error": "rejected" | "ambiguous" | "timeout" | "malformed"}
@@ -95,6 +96,7 @@ OPTIONS_SCHEMA: dict[str, Any] = {
                 "properties": {
                     "when": {"type": "string", "maxLength": 500},
                     "after_tool_result": {"type": "boolean"},
+                    "after_tool_error": {"type": "boolean"},
                     "turn": {"type": "integer", "minimum": 0, "maximum": 1000},
                     "reply": _REPLY,
                     "error": {"enum": sorted(_ERRORS)},
@@ -157,10 +159,11 @@ class ScriptedProvider:
     def _answer(self, request: ChatRequest) -> ChatReply:
         last = request.messages[-1] if request.messages else None
         last_text = last.text if last and last.role == "user" else ""
-        after_results = bool(last and any(isinstance(b, ToolResult) for b in last.content))
+        results = [b for b in last.content if isinstance(b, ToolResult)] if last else []
+        after_errors = any(b.is_error for b in results)
         assistant_turns = sum(1 for m in request.messages if m.role == "assistant")
         for rule in self.rules:
-            if not _matches(rule, last_text, after_results, assistant_turns):
+            if not _matches(rule, last_text, bool(results), after_errors, assistant_turns):
                 continue
             if "error" in rule:
                 make = _ERRORS.get(rule["error"])
@@ -193,10 +196,14 @@ def phrases_match(when: str, text: str) -> bool:
     return any(p and p in folded for p in (part.strip().casefold() for part in when.split("|")))
 
 
-def _matches(rule: dict[str, Any], last_text: str, after_results: bool, turns: int) -> bool:
+def _matches(
+    rule: dict[str, Any], last_text: str, after_results: bool, after_errors: bool, turns: int
+) -> bool:
     if "when" in rule and not phrases_match(rule["when"], last_text):
         return False
     if "after_tool_result" in rule and bool(rule["after_tool_result"]) != after_results:
+        return False
+    if "after_tool_error" in rule and bool(rule["after_tool_error"]) != after_errors:
         return False
     return not ("turn" in rule and int(rule["turn"]) != turns)
 

@@ -59,6 +59,7 @@ def household(owner, *, ledger_delay: float = 0.0) -> Group:
 
 
 SCRIBE_RULES = [
+    {"after_tool_error": True, "reply": "Understood: I won't write it."},
     {"after_tool_result": True, "reply": "Saved the summary."},
     {
         "when": "write",

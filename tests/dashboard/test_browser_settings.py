@@ -219,6 +219,9 @@ def test_make_an_access_token_use_it_from_a_script_and_revoke_it(
     secret = value.input_value()
     assert secret.startswith("gdn_")
     expect(page.locator("#token-example")).to_contain_text("Authorization: Bearer gdn_")
+    # Listed at once, by its start only.
+    expect(page.locator("#token-list")).to_contain_text(secret[:12])
+    expect(page.locator("#token-list")).not_to_contain_text("No tokens yet.")
 
     # A script with the token and nothing else: no session, no CSRF pair.
     url = f"{dashboard_server.url}/api/groups/{group.pk}/messages"
@@ -233,6 +236,7 @@ def test_make_an_access_token_use_it_from_a_script_and_revoke_it(
     page.once("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="Revoke Nightly report").click()
     expect(row).to_have_count(0)
+    expect(page.locator("#token-list")).to_contain_text("No tokens yet.")
     refused = httpx.post(url, json={"text": "Again."}, headers=headers)
     assert refused.status_code == 401 and refused.json()["code"] == "TOKEN_REVOKED"
 

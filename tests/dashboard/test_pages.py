@@ -153,3 +153,22 @@ def test_rundashboard_reads_an_address(given, expected):
 def test_rundashboard_refuses_a_bad_address(given):
     with pytest.raises(CommandError):
         parse_addrport(given)
+
+
+def test_the_starter_team_leaves_the_shared_offline_account_alone(owner):
+    from garden.services.accounts import scripted_account_for
+
+    shared = scripted_account_for(owner=owner)
+    before = dict(shared.options)
+    group = household(owner)
+    shared.refresh_from_db()
+    assert shared.options == before
+    concierge = group.coordinator
+    assert concierge.model_account_id != shared.pk
+    assert concierge.model_account.name == "Concierge's script"
+    # A second run reuses it; Agent Father stays on the shared account.
+    household(owner)
+    assert Agent.objects.get(owner=owner, handle="concierge").model_account_id == (
+        concierge.model_account_id
+    )
+    assert Agent.objects.get(owner=owner, handle="father").model_account_id == shared.pk

@@ -79,3 +79,32 @@ def test_the_default_is_on_in_development_and_off_in_production(monkeypatch):
     )
     assert dev.stdout.strip() == "True", dev.stderr
     assert prod.stdout.strip() == "False", prod.stderr
+
+
+def test_after_tool_error_tells_a_refusal_from_a_result():
+    from garden.providers.scripted import ScriptedProvider
+    from garden.providers.types import AccountConfig, ChatMessage, ChatRequest, ToolResult
+
+    provider = ScriptedProvider(
+        AccountConfig(
+            provider="scripted",
+            model="scripted",
+            options={
+                "rules": [
+                    {"after_tool_error": True, "reply": "Understood: I won't write it."},
+                    {"after_tool_result": True, "reply": "Saved."},
+                ]
+            },
+        )
+    )
+
+    def answer(is_error: bool) -> str:
+        result = ToolResult(
+            call_id="c1", content="REJECTED" if is_error else "ok", is_error=is_error
+        )
+        return provider.complete(
+            ChatRequest(system="", messages=(ChatMessage("user", (result,)),))
+        ).text
+
+    assert answer(True) == "Understood: I won't write it."
+    assert answer(False) == "Saved."

@@ -42,7 +42,10 @@
     submit.disabled = false;
     showErrors(form, result.ok ? [] : errorsOf(result));
     if (!result.ok) {
-      saved.textContent = "";
+      saved.textContent = "Not saved: see the highlighted field.";
+      // The field may be far above the button: go to it.
+      const invalid = form.querySelector("[aria-invalid=true]") || form.querySelector(".field-error:not(:empty)");
+      if (invalid) { invalid.scrollIntoView({ block: "center" }); if (invalid.focus) invalid.focus(); }
       return;
     }
     saved.textContent = "Saved. The next step of its groups uses it.";

@@ -43,7 +43,11 @@
   function updateMentions() {
     const query = mentionQuery();
     const members = [...room.members.values()].filter((m) => !m.removed);
-    const options = query ? members.filter((m) => m.handle.startsWith(query.prefix)) : [];
+    // The member typed in full comes first: Enter after "@scribe" picks @scribe, not @scribe2.
+    const options = query
+      ? members.filter((m) => m.handle.startsWith(query.prefix))
+        .sort((a, b) => (b.handle === query.prefix) - (a.handle === query.prefix))
+      : [];
     if (!options.length) { closeMentions(); return; }
     const same = mention && mention.prefix === query.prefix;
     mention = { ...query, options, active: same ? Math.min(mention.active, options.length - 1) : 0 };

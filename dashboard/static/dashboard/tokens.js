@@ -26,23 +26,43 @@
       `     -d '{"text": "Plan the month"}' \\\n` +
       `     ${window.location.origin}/api/groups/<group id>/messages`;
     made.hidden = false;
+    listToken(result.data);
     form.reset();
     value.focus();
     value.select();
   });
+
+  // The new token joins the list at once (its start only, like the others); a reload shows
+  // the same row from the server.
+  function listToken(token) {
+    const list = document.getElementById("token-list");
+    const empty = list.querySelector(".empty");
+    if (empty) empty.remove();
+    const row = window.garden.make("li", { className: "account token", id: `token-${token.id}`, "data-id": token.id },
+      window.garden.make("div", { className: "account-head" },
+        window.garden.make("h3", { text: token.name }), " ", window.garden.make("code", { text: `${token.prefix}…` })),
+      window.garden.make("p", { className: "help", text: token.expires_at ? `Expires ${new Date(token.expires_at).toLocaleDateString()}` : "Expires when revoked" }),
+      window.garden.make("button", { type: "button", className: "button danger js-revoke", text: `Revoke ${token.name}` }),
+      window.garden.make("p", { className: "field-error js-row-error", role: "alert" }));
+    list.prepend(row);
+  }
 
   document.getElementById("token-copy").addEventListener("click", async () => {
     value.select();
     try { await navigator.clipboard.writeText(value.value); } catch (err) { /* selected: Ctrl+C works */ }
   });
 
-  document.querySelectorAll(".token").forEach((row) => {
-    row.querySelector(".js-revoke").addEventListener("click", async () => {
-      const name = row.querySelector("h3").textContent;
-      if (!window.confirm(`Revoke ${name}? Scripts using it stop working at once.`)) return;
-      const result = await api("DELETE", `/api/tokens/${row.dataset.id}`);
-      if (result.ok) { row.remove(); return; }
-      row.querySelector(".js-row-error").textContent = errorsOf(result)[0].message;
-    });
+  // Revoke, for the rows the page came with and the ones made since.
+  document.getElementById("token-list").addEventListener("click", async (event) => {
+    const button = event.target.closest(".js-revoke");
+    if (!button) return;
+    const row = button.closest(".token");
+    const name = row.querySelector("h3").textContent;
+    if (!window.confirm(`Revoke ${name}? Scripts using it stop working at once.`)) return;
+    const result = await api("DELETE", `/api/tokens/${row.dataset.id}`);
+    if (!result.ok) { row.querySelector(".js-row-error").textContent = errorsOf(result)[0].message; return; }
+    const list = row.parentElement;
+    row.remove();
+    if (!list.querySelector(".token")) list.append(window.garden.make("li", { className: "empty", text: "No tokens yet." }));
   });
 })();
