@@ -1,9 +1,18 @@
 """Row locks of the group loop, in one place and one order: group, then its agents, then
-request(s), then approvals, then conversation. Every function expects an open transaction and takes only the
-rows of its own table (``of=("self",)``), so a joined filter never locks a neighbour.
+request(s), then approvals, then conversation. Every function expects an open transaction and
+takes only the rows of its own table (``of=("self",)``), so a joined filter never locks a
+neighbour.
 
 Whoever needs two of these takes them in this order; the owner's quota lock
-(garden/quotas.py), when taken, comes last."""
+(garden/quotas.py), when taken, comes last.
+
+Every lock is ``FOR NO KEY UPDATE``, never ``FOR UPDATE``: nothing here changes a row's key.
+Django's foreign keys are checked at COMMIT (``DEFERRABLE INITIALLY DEFERRED``), and a check
+takes ``FOR KEY SHARE`` on the row referred to — after every other lock of its transaction, so
+out of any order. A step that updates its request row twice (its token counts, then its turns)
+has its request's group checked at its COMMIT; against ``FOR UPDATE`` on that group, held by a
+post waiting for the step's conversation row, that was a deadlock. ``FOR NO KEY UPDATE``
+still serialises the services that lock a row, and lets every foreign-key check through."""
 
 from __future__ import annotations
 
@@ -22,11 +31,11 @@ from groups.models import CallReservation, Group, GroupRequest, Membership
 def lock_group(
     group_id: int, *, owner_id: int | None = None, live: bool = False, skip_locked: bool = False
 ) -> Group | None:
-    """The group row, FOR UPDATE; None when it is gone (or not ``owner_id``'s, or — with
+    """The group row, FOR NO KEY UPDATE; None when it is gone (or not ``owner_id``'s, or — with
     ``live`` — deleted). ``skip_locked`` gives None instead of waiting for another holder."""
-    rows = Group.objects.select_for_update(of=("self",), skip_locked=skip_locked).filter(
-        pk=group_id
-    )
+    rows = Group.objects.select_for_update(
+        of=("self",), no_key=True, skip_locked=skip_locked
+    ).filter(pk=group_id)
     if owner_id is not None:
         rows = rows.filter(owner_id=owner_id)
     if live:
@@ -37,7 +46,9 @@ def lock_group(
 def lock_agents(agent_ids: Iterable[int]) -> list[Agent]:
     """The agents named, in id order (so two changes never wait on each other crosswise)."""
     return list(
-        Agent.objects.select_for_update(of=("self",)).filter(pk__in=agent_ids).order_by("pk")
+        Agent.objects.select_for_update(of=("self",), no_key=True)
+        .filter(pk__in=agent_ids)
+        .order_by("pk")
     )
 
 
@@ -47,7 +58,7 @@ def lock_group_requests(
     """The group's requests in ``states`` (the ``limit`` oldest), oldest first. Caller holds
     the group row."""
     rows = (
-        GroupRequest.objects.select_for_update(of=("self",))
+        GroupRequest.objects.select_for_update(of=("self",), no_key=True)
         .filter(group_id=group_id, state__in=states)
         .order_by("id")
     )
@@ -57,7 +68,11 @@ def lock_group_requests(
 def lock_request(request_id: int) -> GroupRequest | None:
     """One request row. Caller holds its group row, unless it is a step (which changes
     nothing group-wide and so takes the request alone)."""
-    return GroupRequest.objects.select_for_update(of=("self",)).filter(pk=request_id).first()
+    return (
+        GroupRequest.objects.select_for_update(of=("self",), no_key=True)
+        .filter(pk=request_id)
+        .first()
+    )
 
 
 def lock_request_values(
@@ -66,7 +81,7 @@ def lock_request_values(
     consume: int | None = None,
     tokens: tuple[int, int] = (0, 0),
 ) -> tuple | None:
-    """A step's re-check: ``fields`` of the request row, read under FOR UPDATE. ``consume``
+    """A step's re-check: ``fields`` of the request row, read under FOR NO KEY UPDATE. ``consume``
     names a reservation to mark consumed in the same transaction (on PostgreSQL, in the same
     statement: one round trip for the lock and the count). ``tokens`` (input, output) are
     added to the request's counts in the statement that locks the row, and the values read
@@ -76,12 +91,12 @@ def lock_request_values(
         reservations, requests = CallReservation._meta.db_table, GroupRequest._meta.db_table
         columns = ", ".join(f'"{GroupRequest._meta.get_field(f).column}"' for f in fields)
         # The row is locked by the UPDATE that counts the tokens when there are any (it
-        # returns the row as it then is), else by FOR UPDATE.
+        # returns the row as it then is), else by FOR NO KEY UPDATE.
         read = (
             f'UPDATE "{requests}" SET "input_tokens" = "input_tokens" + %s, '
             f'"output_tokens" = "output_tokens" + %s WHERE "id" = %s RETURNING {columns}'
             if any(tokens)
-            else f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR UPDATE'
+            else f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR NO KEY UPDATE'
         )
         sql = (
             f'WITH consumed AS (UPDATE "{reservations}" SET "status" = %s, "reason" = %s, '
@@ -110,7 +125,7 @@ def lock_request_values(
             input_tokens=F("input_tokens") + tokens[0], output_tokens=F("output_tokens") + tokens[1]
         )
     return (
-        GroupRequest.objects.select_for_update(of=("self",))
+        GroupRequest.objects.select_for_update(of=("self",), no_key=True)
         .filter(pk=request_id)
         .values_list(*fields)
         .first()
@@ -129,7 +144,7 @@ def lock_group_and_request(
 def lock_pending_approvals(request_id: int) -> list[Approval]:
     """The request's undecided approvals. Caller holds the group and request rows."""
     return list(
-        Approval.objects.select_for_update(of=("self",))
+        Approval.objects.select_for_update(of=("self",), no_key=True)
         .select_related("agent")
         .filter(request_id=request_id, status=Approval.Status.PENDING)
         .order_by("id")
@@ -139,7 +154,7 @@ def lock_pending_approvals(request_id: int) -> list[Approval]:
 def lock_approval(approval_id: int) -> Approval | None:
     """One approval. Caller holds its request's group and request rows first, if any."""
     return (
-        Approval.objects.select_for_update(of=("self",))
+        Approval.objects.select_for_update(of=("self",), no_key=True)
         .select_related("agent")
         .filter(pk=approval_id)
         .first()
@@ -148,7 +163,11 @@ def lock_approval(approval_id: int) -> Approval | None:
 
 def lock_conversation(conversation_id: int) -> Conversation | None:
     """A thread's row, last. Caller holds its group row."""
-    return Conversation.objects.select_for_update(of=("self",)).filter(pk=conversation_id).first()
+    return (
+        Conversation.objects.select_for_update(of=("self",), no_key=True)
+        .filter(pk=conversation_id)
+        .first()
+    )
 
 
 @dataclass(frozen=True)

@@ -208,7 +208,9 @@ def _emit_to_conversation(
         with transaction.atomic():
             # Locked and re-read: the conversation may have closed since the request check.
             conversation = (
-                Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+                Conversation.objects.select_for_update(no_key=True)
+                .filter(pk=conversation_id)
+                .first()
             )
             if conversation is None:
                 raise _Rejected(

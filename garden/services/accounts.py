@@ -223,7 +223,7 @@ def model_account_update(
     with transaction.atomic():
         # Locked and re-read: a key rotation running at the same time is neither lost nor
         # overwritten with the token it replaced.
-        locked = ModelAccount.objects.select_for_update().get(pk=account.pk)
+        locked = ModelAccount.objects.select_for_update(no_key=True).get(pk=account.pk)
         if api_key is None and not clear_api_key and not new_credential:
             checked = replace(checked, api_key_encrypted=locked.api_key_encrypted)
         locked.name = pick(name, account.name)

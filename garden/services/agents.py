@@ -184,7 +184,7 @@ def agent_update(
     with transaction.atomic():
         # Read under the row lock: two changes at once never write back each other's stale
         # tools (a name change must not drop an approval rule another change just added).
-        agent = Agent.objects.select_for_update().get(pk=agent.pk)
+        agent = Agent.objects.select_for_update(no_key=True).get(pk=agent.pk)
         if agent.removed_at is not None:
             raise ServiceError(
                 "AGENT_REMOVED", f"@{agent.handle} has been removed; it cannot change.", status=409
@@ -240,7 +240,7 @@ def agent_remove(*, agent: Agent) -> None:
     with transaction.atomic():
         # The agent's row locked first, as a group change that names it locks it: a group
         # cannot make it coordinator between this check and the removal.
-        Agent.objects.select_for_update().filter(pk=agent.pk).first()
+        Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).first()
         # The groups app sits above this one: its rows are reached through the relation it
         # adds.
         coordinated = list(

@@ -28,6 +28,7 @@ from garden.providers import (
     get_provider,
 )
 from garden.quotas import quota_hold
+from garden.retry import retry_on_lock_conflict
 from garden.selectors import account_config
 from garden.services.conversations import message_append, text_block
 from garden.slots import call_slot
@@ -44,6 +45,7 @@ class CallSlotsBusy(Exception):
 CHAT_REPLY_TASK = "garden.chat_reply"
 
 
+@retry_on_lock_conflict
 def conversation_post_owner_message(
     *, owner: AbstractBaseUser, conversation: Conversation, text: str
 ) -> Message:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from garden import events
 from garden.errors import ServiceError
 from garden.models import Approval, Message
+from garden.retry import retry_on_lock_conflict
 from garden.services.conversations import message_append, text_block
 from garden.tools import ToolContext, ToolOutcome, describe_action, run_tool
 from groups import row_locks, scheduling
@@ -38,6 +39,7 @@ class Decision:
     repeated: bool  # True when this call found the same decision already made
 
 
+@retry_on_lock_conflict
 def approval_decide(
     *, user: AbstractBaseUser, approval_id: int, decision: str, surface: str = "dashboard"
 ) -> Decision:

@@ -17,6 +17,7 @@ from garden.attachments import Upload, attachments_check
 from garden.errors import QuotaExceeded, ServiceError, is_row_id
 from garden.models import Approval, Conversation, Message
 from garden.quotas import quota_hold
+from garden.retry import retry_on_lock_conflict
 from garden.services.attachments import (
     artifact_ref_block,
     attachment_bytes_hold,
@@ -91,6 +92,7 @@ def request_finish(
     return request
 
 
+@retry_on_lock_conflict
 def request_stop_active(
     *, group: Group, reason: str = "Stopped by the owner.", include_queued: bool = False
 ) -> GroupRequest | None:
@@ -119,6 +121,7 @@ def request_stop_active(
     return active
 
 
+@retry_on_lock_conflict
 def request_cancel(*, group: Group, request_id: int) -> GroupRequest:
     """Cancel a queued request of ``group`` before it starts: it ends ``stopped`` (code
     CANCELLED) and its message stays in the thread. 404 for no such request of the group,
@@ -188,6 +191,7 @@ def check_queue_room(*, group: Group) -> None:
     )
 
 
+@retry_on_lock_conflict
 def request_create(
     *,
     group: Group,
@@ -233,15 +237,12 @@ def request_create(
         request = GroupRequest.objects.create(
             group=locked, conversation=conversation, source=source, queue=queue
         )
-        check_queue_room(group=locked)
         content = [text_block(text)] if text else []
         for attachment in checked:
             stored = attachment_store(
                 owner_id=locked.owner_id, conversation_id=conversation.pk, attachment=attachment
             )
             content.append(artifact_ref_block(stored))
-        if checked:
-            attachment_bytes_hold(owner_id=locked.owner_id)
         message = message_append(
             conversation_id=conversation.pk,
             speaker_kind=Message.SpeakerKind.OWNER,
@@ -251,6 +252,10 @@ def request_create(
         )
         request.message = message
         request.save(update_fields=["message"])
+        # The owner's quota lock last, after the thread's row (row_locks' order).
+        check_queue_room(group=locked)
+        if checked:
+            attachment_bytes_hold(owner_id=locked.owner_id)
         events.send_event_on_commit(
             channel=events.group_channel(locked.pk), event=request_event(request)
         )

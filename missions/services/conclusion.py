@@ -69,7 +69,7 @@ def mission_run_conclude(*, mission_run_id: int) -> MissionRun | None:
     """
     with transaction.atomic():
         mission_run = (
-            MissionRun.objects.select_for_update(of=("self",))
+            MissionRun.objects.select_for_update(of=("self",), no_key=True)
             .select_related("mission", "group_request", "run", "goal")
             .filter(pk=mission_run_id)
             .first()

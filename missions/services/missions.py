@@ -88,7 +88,7 @@ def mission_update(
         check_schedule(schedule)
     with transaction.atomic():
         locked = (
-            Mission.objects.select_for_update(of=("self",))
+            Mission.objects.select_for_update(of=("self",), no_key=True)
             .select_related("periodic_task")
             .get(pk=mission.pk)
         )
@@ -139,7 +139,11 @@ def mission_delete(*, mission: Mission) -> None:
     """Delete the mission, its runs and its beat entry. An active run's work (a group request
     or a pending reply) is not stopped; its Run and Goal are closed as failed."""
     with transaction.atomic():
-        locked = Mission.objects.select_for_update(of=("self",)).filter(pk=mission.pk).first()
+        locked = (
+            Mission.objects.select_for_update(of=("self",), no_key=True)
+            .filter(pk=mission.pk)
+            .first()
+        )
         if locked is None:
             return
         for active in MissionRun.objects.select_related("run", "goal").filter(

@@ -19,7 +19,8 @@ from garden.models import Conversation, Goal
 from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.services.runs import goal_create, run_start
-from groups.models import Group, GroupRequest
+from groups import row_locks
+from groups.models import GroupRequest
 from groups.services.requests import request_create
 from missions.models import Mission, MissionRun
 from missions.services.conclusion import mission_settle
@@ -66,11 +67,9 @@ def mission_run_due(
         try:
             with transaction.atomic():
                 if head["target_group_id"] is not None:
-                    Group.objects.select_for_update(of=("self",)).filter(
-                        pk=head["target_group_id"]
-                    ).first()
+                    row_locks.lock_group(head["target_group_id"])
                 mission = (
-                    Mission.objects.select_for_update(of=("self",))
+                    Mission.objects.select_for_update(of=("self",), no_key=True)
                     .select_related("owner", "target_agent", "target_group", "conversation")
                     .filter(pk=mission_id)
                     .first()

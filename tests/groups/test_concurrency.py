@@ -11,13 +11,15 @@ import time
 import pytest
 from django.db import connection, connections
 
-from garden.models import Message
+from garden.models import Agent, Message
 from garden.worker import running_worker
 from groups.budget import reserve_call
 from groups.models import CallReservation, GroupRequest
 from groups.scheduling import enqueue_step
 from groups.services.requests import request_create, request_sweep
 from tests.conftest import wait_for
+from tests.garden.providers.httpserver import Stream
+from tests.groups.helpers import on_server, openai_reply, openai_stream
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -189,3 +191,81 @@ def test_a_worker_killed_mid_step_is_recovered_by_fence_with_no_lost_or_duplicat
     ledger_turns = Message.objects.filter(request=request, speaker_agent=ledger, kind="turn")
     assert [m.text for m in ledger_turns] == ["Figure: 42."]
     assert Message.objects.filter(request=request, speaker_kind="owner").count() == 1
+
+
+def _post_for(url: str, token: str, seconds: float, results: list, errors: list) -> None:
+    """One client: post messages back to back to ``url`` for ``seconds``; record each answer."""
+    import httpx
+
+    deadline = time.monotonic() + seconds
+    n = 0
+    with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as client:
+        while time.monotonic() < deadline:
+            n += 1
+            text = f"message {token[-6:]} {n}"
+            try:
+                answer = client.post(url, json={"text": text})
+            except httpx.HTTPError as exc:  # a dropped connection is a server failure too
+                errors.append(repr(exc))
+                continue
+            try:
+                body = answer.json()
+            except ValueError:  # an error page, not the API's JSON
+                body = answer.text[:2000]
+            results.append((text, answer.status_code, body))
+
+
+@pytest.mark.parametrize("adapter", ["scripted", "openai"])
+def test_eight_clients_posting_to_one_group_while_its_requests_step_get_no_server_error(
+    adapter, group_factory, owner, live_server, settings, tmp_path, provider_server
+):
+    """The seed: new owner messages queue behind the running request. Posted back to back by
+    eight clients while a real worker steps the group's requests, every post is answered
+    (accepted, or refused by name when the queue is full) and every accepted one is stored
+    with its request: the post and the step take the rows in one order, so neither deadlocks."""
+    import threading
+
+    from garden.services.tokens import token_create
+
+    settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "messages": ""}
+    settings.GARDEN_MAX_QUEUED_PER_GROUP = settings.GARDEN_MAX_QUEUED_PER_OWNER = 100_000
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Done with the figure."},
+            {"reply": {"text": "Asking.", "tool_calls": [ASK_LEDGER]}},
+        ],
+        members={"ledger": [{"reply": "A figure."}]},
+    )
+    env = worker_env()
+    if adapter == "openai":
+        # Every call streams a short answer with token counts, as a real server does.
+        provider_server.default = Stream(
+            tuple(openai_stream(openai_reply("A figure.", usage=(40, 6)))), interval=0.01
+        )
+        for agent in Agent.objects.filter(owner=owner):
+            on_server(owner, agent, provider_server)
+        env["GARDEN_EGRESS_ALLOW_PROVIDERS"] = "127.0.0.1"
+    url = f"{live_server.url}/api/groups/{group.pk}/messages"
+    tokens = [token_create(owner=owner, name=f"client {i}").secret for i in range(8)]
+    results: list = []
+    errors: list = []
+    connections.close_all()
+    with running_worker(pool="threads", concurrency=4, env=env, log_path=tmp_path / "worker.log"):
+        clients = [
+            threading.Thread(target=_post_for, args=(url, t, 20.0, results, errors)) for t in tokens
+        ]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join(90)
+    assert errors == []
+    server_errors = [(text, code, body) for text, code, body in results if code >= 500]
+    assert server_errors == []
+    accepted = [(text, body) for text, code, body in results if code == 202]
+    refused = {body["code"] for _, code, body in results if code != 202}
+    assert refused <= {"QUEUE_FULL"}
+    assert len(accepted) >= 8
+    for text, body in accepted:
+        request = GroupRequest.objects.select_related("message").get(pk=body["request"]["id"])
+        assert request.message.content == [{"type": "text", "text": text}]
+        assert request.message.request_id == request.pk

@@ -21,7 +21,7 @@ class Command(BaseCommand):
         done = failed = 0
         for pk in ModelAccount.objects.exclude(api_key_encrypted="").values_list("pk", flat=True):
             with transaction.atomic():
-                account = ModelAccount.objects.select_for_update().filter(pk=pk).first()
+                account = ModelAccount.objects.select_for_update(no_key=True).filter(pk=pk).first()
                 if account is None or not account.api_key_encrypted:
                     continue  # deleted, or its key cleared, since the list was read
                 try:
