@@ -52,6 +52,17 @@ class ModelAccountOutput(serializers.ModelSerializer):
         return bool(account.api_key_encrypted)
 
 
+class ModelAccountChangedOutput(ModelAccountOutput):
+    """The changed account; ``api_key_cleared`` says its stored key was dropped because the
+    base URL or provider changed without a new key (a key never follows an account to another
+    host)."""
+
+    api_key_cleared = serializers.BooleanField()
+
+    class Meta(ModelAccountOutput.Meta):
+        fields = [*ModelAccountOutput.Meta.fields, "api_key_cleared"]
+
+
 class _NoSecretRef(serializers.Serializer):
     secret_ref = serializers.CharField(
         required=False,

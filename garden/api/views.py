@@ -25,6 +25,7 @@ from garden.api.serializers import (
     CredentialOutput,
     MessageInput,
     MessageOutput,
+    ModelAccountChangedOutput,
     ModelAccountChangeInput,
     ModelAccountInput,
     ModelAccountOutput,
@@ -75,16 +76,19 @@ class ModelAccountDetailApi(APIView):
 
     @extend_schema(
         request=ModelAccountChangeInput,
-        responses=ModelAccountOutput,
+        responses=ModelAccountChangedOutput,
         description="Change what is given. api_key replaces the stored key (write-only); "
-        "credential switches to one of the operator's credentials.",
+        "credential switches to one of the operator's credentials. A new base_url without a "
+        "new api_key drops the stored key (api_key_cleared: true): a key never follows the "
+        "account to another host.",
     )
     def patch(self, request: Request, account_id: int) -> Response:
         account = self._account(request, account_id)
         data = ModelAccountChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
-        account = model_account_update(account=account, **data.validated_data)
-        return Response(ModelAccountOutput(account).data)
+        change = model_account_update(account=account, **data.validated_data)
+        change.account.api_key_cleared = change.api_key_cleared
+        return Response(ModelAccountChangedOutput(change.account).data)
 
     @extend_schema(request=None, responses={204: None})
     def delete(self, request: Request, account_id: int) -> Response:

@@ -36,6 +36,8 @@ class CheckedAccount:
     credential: str
     api_key_encrypted: str
     legacy_secret_ref: str
+    # The stored key was dropped because the account now points elsewhere (API_KEY_CLEARED).
+    api_key_cleared: bool = False
 
 
 def model_account_check(
@@ -53,8 +55,10 @@ def model_account_check(
     account: ModelAccount | None = None,
 ) -> CheckedAccount:
     """Check a model account as it would be stored (``account`` when changing one); raise
-    ServiceError naming the field. ``api_key`` None keeps the stored key; a credential and a
-    pasted key exclude each other, and either replaces a legacy ``env:`` reference."""
+    ServiceError naming the field. ``api_key`` None keeps the stored key — unless the base URL
+    or the provider changes: a stored key is bound to where it was pasted for, so it is dropped
+    (``api_key_cleared``) and never sent to the new host; a credential and a pasted key exclude
+    each other, and either replaces a legacy ``env:`` reference."""
     if provider not in ModelAccount.Provider.values:
         raise ServiceError("invalid_choice", f"Unknown provider {provider!r}.", field="provider")
     options = options or {}
@@ -123,11 +127,24 @@ def model_account_check(
             exc.code, str(exc), field="credential" if credential else "api_key"
         ) from exc
     kept = account if account is not None and not clear_api_key else None
+    if kept is not None and key_moves(account=kept, provider=provider, base_url=base_url):
+        return CheckedAccount(
+            credential="",
+            api_key_encrypted="",
+            legacy_secret_ref="",
+            api_key_cleared=bool(kept.api_key_encrypted or kept.legacy_secret_ref),
+        )
     return CheckedAccount(
         credential="",
         api_key_encrypted=kept.api_key_encrypted if kept else "",
         legacy_secret_ref=kept.legacy_secret_ref if kept else "",
     )
+
+
+def key_moves(*, account: ModelAccount, provider: str, base_url: str) -> bool:
+    """Whether a change would send ``account``'s stored key somewhere it was not given for.
+    Any change of the base URL counts (a path can route to another tenant of the same host)."""
+    return provider != account.provider or base_url.strip() != account.base_url.strip()
 
 
 SCRIPTED_ACCOUNT_NAME = "Scripted (offline)"
@@ -188,6 +205,15 @@ def model_account_create(
 _UNCHANGED: Any = object()
 
 
+@dataclass(frozen=True)
+class AccountChange:
+    """A changed account, and whether its stored key was dropped because it now points
+    elsewhere."""
+
+    account: ModelAccount
+    api_key_cleared: bool
+
+
 def model_account_update(
     *,
     account: ModelAccount,
@@ -199,8 +225,10 @@ def model_account_update(
     clear_api_key: bool = False,
     timeout_seconds: float = _UNCHANGED,
     options: dict[str, Any] = _UNCHANGED,
-) -> ModelAccount:
-    """Change what is given; the key rules are checked on the account as it will be."""
+) -> AccountChange:
+    """Change what is given; the key rules are checked on the account as it will be. A new
+    base URL without a new key drops the stored key (``api_key_cleared``): a key never follows
+    the account to another host."""
 
     def pick(value: Any, current: Any) -> Any:
         return current if value is _UNCHANGED else value
@@ -224,7 +252,17 @@ def model_account_update(
         # Locked and re-read: a key rotation running at the same time is neither lost nor
         # overwritten with the token it replaced.
         locked = ModelAccount.objects.select_for_update(no_key=True).get(pk=account.pk)
-        if api_key is None and not clear_api_key and not new_credential:
+        if (
+            api_key is None
+            and not clear_api_key
+            and not new_credential
+            and not checked.api_key_cleared
+            and not key_moves(
+                account=locked,
+                provider=account.provider,
+                base_url=pick(base_url, account.base_url),
+            )
+        ):
             checked = replace(checked, api_key_encrypted=locked.api_key_encrypted)
         locked.name = pick(name, account.name)
         locked.model = pick(model, account.model)
@@ -236,7 +274,7 @@ def model_account_update(
         locked.legacy_secret_ref = checked.legacy_secret_ref
         locked.full_clean()
         locked.save()
-    return locked
+    return AccountChange(account=locked, api_key_cleared=checked.api_key_cleared)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,17 @@ def test_add_a_model_account_and_test_it_against_a_real_server(open_page, owner,
     account.refresh_from_db()
     assert account.name == "Local server 2" and account.api_key_encrypted
 
+    # A new base URL without a key drops the stored key, and the page says so by name.
+    row = account_row(page, "Local server 2")
+    row.get_by_role("button", name="Edit").click()
+    row.get_by_label("Base URL").fill(f"{model_server.url}/elsewhere/v1")
+    row.get_by_role("button", name="Save").click()
+    row = account_row(page, "Local server 2")
+    expect(row.locator(".test-result")).to_have_text(re.compile(r"^API_KEY_CLEARED: "))
+    expect(row).to_contain_text("no key")
+    account.refresh_from_db()
+    assert account.api_key_encrypted == ""
+
 
 def test_an_account_in_use_is_not_deleted_and_says_why(open_page, owner):
     ledger = teammate(owner, "ledger", "Ledger")

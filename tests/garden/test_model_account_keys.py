@@ -374,3 +374,87 @@ def test_the_account_test_never_shows_what_a_server_answered(api, owner, operato
     result = api.post(f"/api/model-accounts/{made.json()['id']}/test").json()
     assert result["ok"] is False and result["code"] == "PROVIDER_REJECTED"
     assert "banner" not in result["message"] and "secret-config" not in result["message"]
+
+
+def _bearer(api, owner):
+    """A script's client for ``owner``: an access token, no session."""
+    from rest_framework.test import APIClient
+
+    made = api.post("/api/tokens", {"name": "script", "password": "pw-owner-123"}).json()
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {made['token']}")
+    client.default_format = "json"
+    return client
+
+
+@pytest.mark.parametrize("by", ["session", "token"])
+def test_a_pasted_key_never_follows_a_base_url_change(by, api, owner, operator_api, foreign):
+    made = api.post(
+        "/api/model-accounts",
+        {
+            "name": "mine",
+            "provider": "openai",
+            "model": "m",
+            "api_key": "sk-bound-0123456789",
+            "base_url": f"{operator_api.url}/v1",
+        },
+    ).json()
+    path = f"/api/model-accounts/{made['id']}"
+    client = api if by == "session" else _bearer(api, owner)
+    changed = client.patch(path, {"base_url": f"{foreign.url}/v1"})
+    assert changed.status_code == 200, changed.content
+    assert changed.json()["api_key_cleared"] is True
+    assert changed.json()["has_api_key"] is False and changed.json()["key"]["source"] == "none"
+    result = client.post(f"{path}/test").json()
+    assert result["ok"] is True  # the foreign server answered a call that carried no key
+    assert foreign.requests and all("authorization" not in r.headers for r in foreign.requests)
+    assert "sk-bound" not in all_seen(foreign)
+
+
+def test_a_key_given_with_the_new_base_url_is_kept(api, operator_api, foreign):
+    made = api.post(
+        "/api/model-accounts",
+        {
+            "name": "m",
+            "provider": "openai",
+            "model": "m",
+            "api_key": "sk-old",
+            "base_url": f"{operator_api.url}/v1",
+        },
+    ).json()
+    path = f"/api/model-accounts/{made['id']}"
+    moved = api.patch(path, {"base_url": f"{foreign.url}/v1", "api_key": "sk-new"}).json()
+    assert moved["api_key_cleared"] is False and moved["has_api_key"] is True
+    assert api.post(f"{path}/test").json()["ok"] is True
+    assert foreign.last.headers["authorization"] == "Bearer sk-new"
+    assert "sk-old" not in all_seen(foreign)
+    # Other changes keep the key where it was.
+    renamed = api.patch(path, {"name": "renamed", "base_url": f"{foreign.url}/v1"}).json()
+    assert renamed["api_key_cleared"] is False and renamed["has_api_key"] is True
+
+
+def test_the_admin_drops_a_key_when_the_base_url_changes(admin_client, owner, operator_api):
+    account = model_account_create(
+        owner=owner,
+        name="a",
+        provider="openai",
+        model="m",
+        api_key="sk-admin-bound",
+        base_url=f"{operator_api.url}/v1",
+    )
+    response = admin_client.post(
+        f"/admin/garden/modelaccount/{account.pk}/change/",
+        {
+            "owner": owner.pk,
+            "name": "a",
+            "provider": "openai",
+            "model": "m",
+            "base_url": "https://elsewhere.example/v1",
+            "credential": "",
+            "timeout_seconds": 60,
+            "options": "{}",
+        },
+    )
+    assert response.status_code == 302, response.content
+    account.refresh_from_db()
+    assert account.base_url == "https://elsewhere.example/v1" and account.api_key_encrypted == ""

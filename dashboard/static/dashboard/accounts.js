@@ -48,10 +48,27 @@
     showErrors(create, errorsOf(result));
   });
 
+  // What a save said that the reload would otherwise lose (a key dropped by a base URL change).
+  const NOTICE = "garden.account-notice";
+  function takeNotice() {
+    try {
+      const notice = JSON.parse(window.sessionStorage.getItem(NOTICE) || "null");
+      window.sessionStorage.removeItem(NOTICE);
+      return notice;
+    } catch (err) {
+      return null;
+    }
+  }
+  const notice = takeNotice();
+
   document.querySelectorAll(".account").forEach((row) => {
     const url = `/api/model-accounts/${row.dataset.id}`;
     const result = row.querySelector(".test-result");
     const rowError = row.querySelector(".js-row-error");
+    if (notice && notice.id === row.dataset.id) {
+      result.className = "test-result test-result--failed js-key-cleared";
+      result.textContent = notice.text;
+    }
     const test = row.querySelector(".js-test");
     test.addEventListener("click", async () => {
       test.disabled = true;
@@ -83,6 +100,13 @@
         if (!body) return;
         const answer = await api("PATCH", url, body);
         if (answer.ok) {
+          if (answer.data.api_key_cleared) {
+            window.sessionStorage.setItem(NOTICE, JSON.stringify({
+              id: row.dataset.id,
+              text: "API_KEY_CLEARED: the base URL changed, so the stored key was removed " +
+                "(a key is never sent to a new address). Paste the key for the new address.",
+            }));
+          }
           window.location.reload();
           return;
         }
