@@ -364,6 +364,22 @@ GARDEN_TOOLS_SECONDS_PER_STEP = env.float(
 )
 # A model's reply larger than this is refused unread (a provider's JSON is a few KB to a few MB).
 GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", default=8_000_000)
+# A reply is also bounded by what its call asked for (garden/providers/_http.py reply_limit):
+# at most max_tokens x GARDEN_REPLY_CHARS_PER_TOKEN characters of text, tool names and
+# arguments, plus GARDEN_REPLY_SLACK_CHARS for tool-call JSON (a group step asks for 1,024
+# tokens: 24,192 characters), never more than GARDEN_PROVIDER_MAX_REPLY_BYTES. A stream is cut
+# there (REPLY_TOO_LARGE, the call counted: the model ran) and not asked again.
+GARDEN_REPLY_CHARS_PER_TOKEN = env.int("GARDEN_REPLY_CHARS_PER_TOKEN", default=8)
+GARDEN_REPLY_SLACK_CHARS = env.int("GARDEN_REPLY_SLACK_CHARS", default=16_000)
+# A turn keeps at most this many characters of a reply's text in the thread (it is pushed,
+# cached and re-sent whole); the rest of a longer one is kept as an artifact the turn refers
+# to. Never more than GARDEN_PROVIDER_MAX_REPLY_BYTES.
+GARDEN_TURN_MAX_CHARS = min(
+    env.int("GARDEN_TURN_MAX_CHARS", default=100_000), GARDEN_PROVIDER_MAX_REPLY_BYTES
+)
+# The draft of a reply being generated (groups/drafts.py) carries only what is new since the
+# last one, and stops after this many characters: the turn lands whole when the call ends.
+GARDEN_DRAFT_MAX_CHARS = env.int("GARDEN_DRAFT_MAX_CHARS", default=20_000)
 
 # --- egress ---------------------------------------------------------------------------------
 # Outbound requests an owner can direct (a model account's base URL, http.fetch) never reach

@@ -8,6 +8,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from django.conf import settings
+
 from garden import events
 from garden.models import Agent
 from groups.payloads import draft_event
@@ -20,9 +22,11 @@ DRAFT_INTERVAL = 0.15
 
 
 class Draft:
-    """The text sink of one step's model call: collects the pieces and pushes the text so far
-    to the group's channel, at most every ``interval`` seconds (counted from the call's start)
-    and only when it grew. Best effort, like every live event: nothing here raises into the
+    """The text sink of one step's model call: collects the pieces and pushes what is new since
+    the last push to the group's channel, at most every ``interval`` seconds (counted from the
+    call's start) and only when there is something new, never the whole text again; after
+    ``limit`` characters (GARDEN_DRAFT_MAX_CHARS) it pushes nothing more, and the turn lands
+    whole when the call ends. Best effort, like every live event: nothing here raises into the
     step."""
 
     def __init__(
@@ -33,35 +37,46 @@ class Draft:
         step: int,
         speaker: Agent,
         interval: float = DRAFT_INTERVAL,
+        limit: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.channel = channel
         self.request_id = request_id
         self.step = step
         self.speaker = speaker
-        self.text = ""
         self._interval = interval
+        self._limit = settings.GARDEN_DRAFT_MAX_CHARS if limit is None else limit
         self._clock = clock
         self._last = clock()
-        self._sent = 0
+        self._pending: list[str] = []  # pieces not pushed yet, joined once when pushed
+        self._sent = 0  # characters pushed so far
 
     def __call__(self, piece: str) -> None:
-        self.text += piece
+        if self._sent >= self._limit:
+            return
+        self._pending.append(piece)
         now = self._clock()
-        if now - self._last >= self._interval and len(self.text) > self._sent:
+        if now - self._last >= self._interval:
             self._last = now
-            self._push(self.text)
+            delta = "".join(self._pending)[: self._limit - self._sent]
+            self._pending = []
+            if delta:
+                self._push(delta, offset=self._sent)
+                self._sent += len(delta)
 
     def discard(self) -> None:
         """The call failed: the room drops what it was shown (an empty draft)."""
         if self._sent:
-            self._push("")
+            self._push("", offset=0)
 
-    def _push(self, text: str) -> None:
-        self._sent = len(text)
+    def _push(self, text: str, *, offset: int) -> None:
         try:
             event = draft_event(
-                request_id=self.request_id, step=self.step, agent=self.speaker, text=text
+                request_id=self.request_id,
+                step=self.step,
+                agent=self.speaker,
+                text=text,
+                offset=offset,
             )
             events.send_event_without_waiting_for_commit(channel=self.channel, event=event)
         except Exception:

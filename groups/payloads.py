@@ -161,15 +161,20 @@ def request_event(request: GroupRequest) -> dict[str, Any]:
     }
 
 
-def draft_event(*, request_id: int, step: int, agent: Agent, text: str) -> dict[str, Any]:
-    """The text so far of the reply ``agent`` is generating in the step at fence ``step``.
-    Never stored: the turn is written once, whole, when the step records it, and the page
-    drops the draft then, or when the request ends or a later step starts."""
+def draft_event(
+    *, request_id: int, step: int, agent: Agent, text: str, offset: int = 0
+) -> dict[str, Any]:
+    """What is new of the reply ``agent`` is generating in the step at fence ``step``: ``text``
+    follows the first ``offset`` characters the drafts before it carried (an empty ``text`` at
+    offset 0: the call failed). Never stored: the turn is written once, whole, when the step
+    records it, and the page drops the draft then, or when the request ends or a later step
+    starts."""
     return {
         "type": "request.draft",
         "request": request_id,
         "step": step,
         "agent": _AGENT_FACE_OUTPUT.to_representation(agent),
+        "offset": offset,
         "text": text,
     }
 

@@ -16,7 +16,15 @@ from django.utils import timezone
 
 from garden import events
 from garden.models import Agent
-from garden.providers import ChatReply, ChatRequest, ProviderConfigError, ProviderError, ToolCall
+from garden.providers import (
+    ChatReply,
+    ChatRequest,
+    MalformedReply,
+    ProviderConfigError,
+    ProviderError,
+    ReplyTooLarge,
+    ToolCall,
+)
 from garden.services.conversations import text_block
 from garden.slots import call_slot
 from garden.transcript import blocks_to_json
@@ -336,7 +344,9 @@ def _after_failure(
     anything ambiguous keeps it (``budget.settle_failed_call``). A retry always reserves again.
     """
     budget.settle_failed_call(reservation=reservation, failure=exc)
-    retryable = not isinstance(exc, ProviderConfigError)
+    # Asking again would get the same answer: a configuration nothing was sent with, or a
+    # server that answered with what cannot be read or with more than the call allows.
+    retryable = not isinstance(exc, (ProviderConfigError, MalformedReply, ReplyTooLarge))
     wait = min(getattr(exc, "retry_after", None) or 0.5 * 2 ** (attempt - 1), 30.0)
     within = (
         attempt < settings.GARDEN_PROVIDER_RETRY_ATTEMPTS
@@ -360,13 +370,23 @@ def _after_failure(
         return "synthesis_failed"
     queue = [Contribution.from_json(c) for c in room.request.queue]
     if queue and queue[0].agent == speaker.pk:
-        return skip_member(room, queue, f"its model could not be reached ({exc.code})")
+        return skip_member(room, queue, f"{_what_failed(exc, 'its')} ({exc.code})")
+    what = _what_failed(exc, f"@{speaker.handle}'s")
     with fenced(room):
         finish(
             room,
             state=GroupRequest.State.FAILED,
             outcome_code=exc.code,
-            outcome=f"@{speaker.handle} could not be reached: {exc.code}.",
-            notice=f"@{speaker.handle} could not be reached ({exc.code}); the request ended.",
+            outcome=f"{what}: {exc.code}.",
+            notice=f"{what} ({exc.code}); the request ended.",
         )
     return "failed"
+
+
+def _what_failed(exc: ProviderError, whose: str) -> str:
+    """How a failed call is told in the room, by what the provider did."""
+    if isinstance(exc, ReplyTooLarge):
+        return f"{whose} reply was larger than the call allows"
+    if isinstance(exc, MalformedReply):
+        return f"{whose} reply could not be read"
+    return f"{whose} model could not be reached"

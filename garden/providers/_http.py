@@ -35,11 +35,20 @@ from .types import (
     ProviderError,
     ProviderServerError,
     ProviderTimeout,
+    ReplyTooLarge,
+    TextBlock,
     TextSink,
+    ToolCall,
     ToolSpec,
 )
 
 T = TypeVar("T")
+
+# What decoding or mapping a provider's JSON can raise besides ValueError: nesting deeper than
+# the parser's recursion limit, or a value of a type the mapping did not expect. Each is a
+# MalformedReply, never an exception that escapes the step (whose redelivery would call the
+# same server again).
+_DECODING_ERRORS = (RecursionError, ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 # 4xx answers the provider gives without running the model. Any other 4xx is treated as
 # ambiguous, because an unknown status is not proof that no work was done.
@@ -50,15 +59,53 @@ REJECTION_STATUSES = frozenset({400, 401, 403, 404, 409, 413, 422, 429})
 _ERROR_SNIPPET = 500
 
 
+def reply_limit(max_tokens: int) -> int:
+    """The most characters (text, tool names and arguments) a reply to a call that asked for
+    ``max_tokens`` may carry: GARDEN_REPLY_CHARS_PER_TOKEN a token (a token is about four
+    characters of prose; twice that leaves room for code and other scripts) plus
+    GARDEN_REPLY_SLACK_CHARS for tool-call JSON, and never more than
+    GARDEN_PROVIDER_MAX_REPLY_BYTES. A server the owner points anywhere cannot make a worker
+    read, hold or push more than this for one call."""
+    derived = max(1, max_tokens) * settings.GARDEN_REPLY_CHARS_PER_TOKEN
+    return min(
+        derived + settings.GARDEN_REPLY_SLACK_CHARS, settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
+    )
+
+
+def reply_size(reply: ChatReply) -> int:
+    """A reply's characters as ``reply_limit`` counts them."""
+    size = 0
+    for block in reply.content:
+        if isinstance(block, TextBlock):
+            size += len(block.text)
+        elif isinstance(block, ToolCall):
+            size += len(block.name) + len(json.dumps(block.arguments))
+    return size
+
+
 class StreamAssembler:
     """Builds one reply from a stream's events, in the shape the non-streamed call returns, so
     the adapter's ``_parse`` reads both and a streamed call gives the same ChatReply. Text
-    deltas go to ``on_text`` as they come."""
+    deltas go to ``on_text`` as they come; every piece is counted first (``grow``), so the
+    stream is cut, named REPLY_TOO_LARGE, as soon as it passes the call's ``limit``."""
 
     def __init__(self, on_text: TextSink) -> None:
         self.on_text = on_text
         # Whether any event came: a server that ignores ``stream`` answers in one piece.
         self.fed = False
+        self.size = 0
+        self.limit: int | None = None
+        self.provider = ""
+
+    def grow(self, piece: str) -> None:
+        """Count ``piece`` (text, a tool name or arguments) against the call's limit, before
+        it is kept or shown; past the limit the reply is ReplyTooLarge."""
+        self.size += len(piece)
+        if self.limit is not None and self.size > self.limit:
+            raise ReplyTooLarge(
+                f"{self.provider}: the streamed reply passed {self.limit:,} characters, the "
+                f"most this call allows; reading stopped there"
+            )
 
     def feed(self, event: str, data: Any) -> bool:
         """Take one event (its name, and its JSON data decoded, or ``"[DONE]"``); True once
@@ -98,9 +145,11 @@ class HttpProvider:
         names = ToolNames(request.tools)
         body = self._body(request, names)
         assembler: StreamAssembler | None = None
+        limit = reply_limit(request.max_tokens)
         if on_text is not None:
             body = {**body, **self._stream_fields()}
             assembler = self._assembler(on_text)
+            assembler.limit, assembler.provider = limit, self.name
         try:
             data = post_json(
                 shared_client(),
@@ -114,7 +163,16 @@ class HttpProvider:
         except ProviderError as exc:
             redact(exc, self.config.api_key)
             raise
-        reply = self._parse(data, names)
+        try:
+            reply = self._parse(data, names)
+        except _DECODING_ERRORS as exc:
+            # A shape the wire mapping did not expect (or nesting past the parser's depth):
+            # the server answered, just not a reply. Final, like every malformed reply.
+            raise MalformedReply(f"{self.name}: the reply cannot be read: {exc!r:.200}") from exc
+        if (size := reply_size(reply)) > limit:
+            raise ReplyTooLarge(
+                f"{self.name}: the reply carries {size:,} characters; this call allows {limit:,}"
+            )
         if assembler is not None and not assembler.fed and reply.text:
             # A server that ignored ``stream`` answered in one piece: its text is one delta.
             assembler.on_text(reply.text)
@@ -219,13 +277,14 @@ def post_json(
     except httpx.HTTPError as exc:
         raise classify_exception(exc, provider) from exc
     if clipped:
-        raise MalformedReply(
+        raise ReplyTooLarge(
             f"{provider}: HTTP {status} reply is larger than {cap} bytes", status=status
         )
     check_status(status, response.headers, raw, provider)
     try:
         data = json.loads(raw)
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+    # JSONDecodeError and UnicodeDecodeError are ValueErrors; deep nesting is a RecursionError.
+    except (ValueError, RecursionError) as exc:
         raise MalformedReply(
             f"{provider}: HTTP {status} body is not JSON: {_snippet(raw)}",
             status=status,
@@ -248,8 +307,9 @@ def read_events(
 ) -> dict[str, Any]:
     """Feed a 2xx event stream to ``assembler`` until it has the whole reply.
 
-    The stream ending first, an event whose data is not JSON, or more than ``cap`` bytes is a
-    MalformedReply; a transport error on the way is raised as httpx's, for the caller to
+    The stream ending first or an event whose data is not JSON is a MalformedReply, more than
+    ``cap`` bytes (or more than the assembler's limit) a ReplyTooLarge, and reading stops there:
+    the caller's ``with`` closes the connection unread; a transport error on the way is raised as httpx's, for the caller to
     classify. Either way the model may have run, so every failure here is ambiguous.
     """
     status = response.status_code
@@ -258,7 +318,7 @@ def read_events(
     for chunk in egress.iter_capped(response, cap):
         size += len(chunk)
         if size > cap:
-            raise MalformedReply(
+            raise ReplyTooLarge(
                 f"{provider}: streamed reply is larger than {cap} bytes", status=status
             )
         for event, data in parser.feed(chunk):
@@ -276,11 +336,16 @@ def _feed(assembler: StreamAssembler, event: str, data: str, provider: str, stat
         return assembler.feed(event, data)
     try:
         decoded = json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise MalformedReply(
             f"{provider}: a streamed event is not JSON: {data[:200]!r}", status=status
         ) from exc
-    return assembler.feed(event, decoded)
+    try:
+        return assembler.feed(event, decoded)
+    except _DECODING_ERRORS as exc:
+        raise MalformedReply(
+            f"{provider}: a streamed event cannot be read: {exc!r:.200}", status=status
+        ) from exc
 
 
 class EventStream:

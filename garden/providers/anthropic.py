@@ -130,6 +130,8 @@ class _EventAssembler(StreamAssembler):
         super().__init__(on_text)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
+        # Each text block's pieces, joined once at the end.
+        self._texts: dict[int, list[str]] = {}
         self._usage: dict[str, Any] = {}
         self._stop: str | None = None
         self._done = False
@@ -146,6 +148,7 @@ class _EventAssembler(StreamAssembler):
         elif kind == "content_block_start":
             index = require(data, "index", int, where)
             self._blocks[index] = dict(require(data, "content_block", dict, where))
+            self._texts[index] = []
             self._text(index, self._blocks[index].get("text"))
         elif kind == "content_block_delta":
             self._delta(require(data, "index", int, where), require(data, "delta", dict, where))
@@ -171,15 +174,17 @@ class _EventAssembler(StreamAssembler):
         where = f"anthropic stream content[{index}]"
         kind = delta.get("type")
         if kind == "text_delta":
-            text = require(delta, "text", str, where)
-            block["text"] = str(block.get("text") or "") + text
-            self._text(index, text)
+            self._text(index, require(delta, "text", str, where))
         elif kind == "input_json_delta":
-            self._json.setdefault(index, []).append(require(delta, "partial_json", str, where))
+            partial = require(delta, "partial_json", str, where)
+            self.grow(partial)
+            self._json.setdefault(index, []).append(partial)
 
     def _text(self, index: int, text: Any) -> None:
         if not isinstance(text, str) or not text:
             return
+        self.grow(text)
+        self._texts.setdefault(index, []).append(text)
         # The reply's text joins its text blocks with a newline; so do the pieces.
         if self._text_block is not None and self._text_block != index:
             text = "\n" + text
@@ -191,6 +196,8 @@ class _EventAssembler(StreamAssembler):
             raise MalformedReply("anthropic stream ended before the reply finished")
         content = []
         for index, block in sorted(self._blocks.items()):
+            if block.get("type") == "text":
+                block = {**block, "text": "".join(self._texts.get(index, []))}
             if block.get("type") == "tool_use":
                 parts = self._json.get(index)
                 raw = "".join(parts) if parts else block.get("input")

@@ -172,6 +172,7 @@ class _ChunkAssembler(StreamAssembler):
             raise MalformedReply("openai stream: delta is not an object")
         text = _reply_text(delta.get("content"))
         if text:
+            self.grow(text)
             self._text.append(text)
             self.on_text(text)
         calls = delta.get("tool_calls") or []
@@ -181,17 +182,25 @@ class _ChunkAssembler(StreamAssembler):
             if not isinstance(raw, dict):
                 raise MalformedReply("openai stream: a tool call delta is not an object")
             index = raw.get("index", len(self._calls))
-            call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            # Names and arguments grow piece by piece: kept as lists, joined once at the end.
+            call = self._calls.setdefault(index, {"id": "", "name": [], "arguments": []})
             if isinstance(raw.get("id"), str) and raw["id"]:
+                self.grow(raw["id"])
                 call["id"] = raw["id"]
             function = raw.get("function") or {}
+            if not isinstance(function, dict):
+                raise MalformedReply("openai stream: a tool call's function is not an object")
             if isinstance(function.get("name"), str):
-                call["name"] += function["name"]
+                self.grow(function["name"])
+                call["name"].append(function["name"])
             arguments = function.get("arguments")
             if isinstance(arguments, str):
-                call["arguments"] += arguments
+                self.grow(arguments)
+                call["arguments"].append(arguments)
             elif isinstance(arguments, dict):  # some servers send the object whole
-                call["arguments"] = json.dumps(arguments)
+                whole = json.dumps(arguments)
+                self.grow(whole)
+                call["arguments"] = [whole]
         finish = choice.get("finish_reason")
         if isinstance(finish, str) and finish:
             self._finish = finish
@@ -207,7 +216,10 @@ class _ChunkAssembler(StreamAssembler):
                 {
                     "id": call["id"],
                     "type": "function",
-                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                    "function": {
+                        "name": "".join(call["name"]),
+                        "arguments": "".join(call["arguments"]),
+                    },
                 }
                 for _, call in sorted(self._calls.items())
             ]

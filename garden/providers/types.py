@@ -183,6 +183,15 @@ class MalformedReply(AmbiguousFailure):
     code = "PROVIDER_MALFORMED_REPLY"
 
 
+class ReplyTooLarge(AmbiguousFailure):
+    """The reply grew past what the call allows (a size derived from its ``max_tokens``, and
+    GARDEN_PROVIDER_MAX_REPLY_BYTES on the wire): reading stopped there and the connection was
+    closed. Ambiguous: the model ran, so the reservation is kept; asking again would get the
+    same flood, so the call is not retried."""
+
+    code = "REPLY_TOO_LARGE"
+
+
 class ProviderConfigError(ProviderError):
     """The account is unusable (unknown provider, missing model). Nothing was sent."""
 

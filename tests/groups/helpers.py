@@ -3,9 +3,14 @@ each model call was sent (``server.requests``), the way a provider would receive
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from garden import events
 from garden.models import Agent
 from garden.services.accounts import model_account_create
 
@@ -155,3 +160,24 @@ def anthropic_reply(text: str) -> dict[str, Any]:
         "stop_reason": "end_turn",
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }
+
+
+# --- the room's channel, as its websocket receives it --------------------------------------
+
+
+def listen(group_id: int) -> tuple[Any, str]:
+    """A channel joined to the group's channel group, as the room's consumer joins it."""
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(events.group_channel(group_id), channel)
+    return layer, channel
+
+
+def next_events(layer: Any, channel: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The next message on ``channel``: its events (a batch's, in order)."""
+
+    async def receive() -> dict[str, Any]:
+        return await asyncio.wait_for(layer.receive(channel), timeout)
+
+    event = async_to_sync(receive)()["event"]
+    return event["events"] if event["type"] == "batch" else [event]

@@ -4,21 +4,17 @@ generated, and a step stopped mid-stream leaving neither a half turn nor its tok
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
-from garden import events
 from garden.models import Message
 from groups.models import GroupRequest
 from groups.payloads import request_payload
 from groups.services.requests import request_create, request_start_next, request_stop_active
 from groups.step import advance_request
 from tests.conftest import _wait_until_worker_idle, wait_for
-from tests.groups.helpers import on_server, openai_reply, openai_stream
+from tests.groups.helpers import listen, next_events, on_server, openai_reply, openai_stream
 
 ASK = ("call-1", "group.ask", {"member": "ledger", "request": "Sum the rent."})
 ANSWER = "The rent comes to 1,400 a month, paid on the first of each month."
@@ -54,35 +50,20 @@ def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provide
     assert all(body["stream"] is True for body in (r.body for r in provider_server.requests))
 
 
-def _listen(group_id: int) -> tuple[Any, str]:
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(events.group_channel(group_id), channel)
-    return layer, channel
-
-
-def _next_events(layer: Any, channel: str, timeout: float = 10.0) -> list[dict[str, Any]]:
-    async def receive() -> dict[str, Any]:
-        return await asyncio.wait_for(layer.receive(channel), timeout)
-
-    event = async_to_sync(receive)()["event"]
-    return event["events"] if event["type"] == "batch" else [event]
-
-
 def test_the_room_sees_the_speaker_then_the_draft_then_the_turn(
     celery_worker_thread, group_factory, owner, provider_server
 ):
     group = group_factory(concierge_rules=[], members={})
     on_server(owner, group.coordinator, provider_server)
     provider_server.stream(*openai_stream(openai_reply(ANSWER), pieces=5), interval=0.25)
-    layer, channel = _listen(group.pk)
+    layer, channel = listen(group.pk)
 
     request = request_create(group=group, text="What is the rent?")
     seen: list[dict[str, Any]] = []
     while not any(
         e["type"] == "request.state" and e["request"]["state"] == "completed" for e in seen
     ):
-        seen += _next_events(layer, channel)
+        seen += next_events(layer, channel)
 
     kinds = [e["type"] for e in seen]
     started = next(
@@ -93,12 +74,14 @@ def test_the_room_sees_the_speaker_then_the_draft_then_the_turn(
     drafts = [e for e in seen if e["type"] == "request.draft"]
     assert drafts, kinds
     step = working["step"]
+    shown = ""
     for draft in drafts:
         assert draft["request"] == request.pk and draft["step"] == step
         assert draft["agent"] == working["agent"]
-        assert ANSWER.startswith(draft["text"]) and draft["text"]
-    texts = [d["text"] for d in drafts]
-    assert texts == sorted(texts, key=len) and len(set(texts)) == len(texts)
+        # Each draft carries only what is new, after what the ones before it carried.
+        assert draft["offset"] == len(shown) and draft["text"]
+        shown += draft["text"]
+    assert ANSWER.startswith(shown)
     # The speaker first, the drafts next, the stored turn last.
     turn = next(
         i

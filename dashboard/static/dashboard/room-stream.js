@@ -24,10 +24,15 @@
     return r.fence === d.step && !(r.working && r.working.step === d.step);
   }
 
+  // Each draft carries only what is new: `text` follows the first `offset` characters. One that
+  // does not follow what is shown (a draft lost on the way) is skipped; the turn lands whole.
   function onDraft(event) {
     if (draft && draft.request === event.request && event.step < draft.step) return;
+    const same = draft && draft.request === event.request && draft.step === event.step;
+    if (event.offset && !(same && draft.text.length === event.offset)) return;
     // An empty draft is a call that failed: nothing to show.
-    draft = event.text && !over(event) ? event : null;
+    if (!event.text || over(event)) { draft = null; return; }
+    draft = event.offset ? { ...draft, text: draft.text + event.text } : event;
   }
 
   function build(d) {

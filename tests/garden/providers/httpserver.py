@@ -73,6 +73,7 @@ class ScriptedServer:
     def __init__(self, *, keep_alive: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.requests: list[RecordedRequest] = []
         self.sent = 0  # events of streamed answers written so far
+        self.streams_ended = 0  # streamed answers whose handler returned (sent all, or cut off)
         self.default: Action = Respond(500, {"error": "no scripted answer"})
         self._script: deque[Action] = deque()
         self._lock = threading.Lock()
@@ -216,6 +217,12 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
     def _stream(self, action: Stream) -> None:
+        try:
+            self._send_stream(action)
+        finally:
+            self.server.owner.streams_ended += 1
+
+    def _send_stream(self, action: Stream) -> None:
         owner = self.server.owner
         try:
             self.send_response(200)
