@@ -190,12 +190,12 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
     }
 
 
-def _wait_ready(app, timeout: float = 60) -> None:
+def _wait_ready(app, timeout: float = 60, redis_url: str = REDIS_URL) -> None:
     """Until a diagnostic hop has run: the workers consume."""
     import redis
 
     key = f"garden:bench:ready:{time.time_ns()}"
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     app.send_task("bench.diagnostic_hop", args=[1, key])
     deadline = time.monotonic() + timeout
     while not client.llen(key):

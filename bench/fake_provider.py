@@ -16,7 +16,12 @@ max, time-weighted mean). Control, JSON over HTTP on the same port:
 
 Options: latency, jitter (seconds); p_timeout (hold for ``hang`` seconds, longer than the
 client's timeout), p_reset (RST after reading the request), p_429 (with retry_after_ms),
-p_500; member (the handle the coordinator asks); member_tool (a tool a member calls first).
+p_500; member (the handle the coordinator asks); member_tool (a tool a member calls first)
+and member_tool_args (its arguments); asks (false: the coordinator answers at once, a one-call
+request); reply_chars (a member's answer is that many characters, streamed in 64 KB events
+when the call asks for a stream: a server that answers far more than was asked).
+
+``GET /_fake/slow?seconds=S`` answers after S seconds: a slow page for a tool to fetch.
 
 Run alone: ``python bench/fake_provider.py --port 0 --latency 1`` prints its URL on the first
 line of stdout. In-process: ``FakeProvider(latency=...).start()``.
@@ -50,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "p_500": 0.0,
     "member": "ledger",
     "member_tool": "",
+    "member_tool_args": None,
+    "asks": True,
+    "reply_chars": 0,
 }
 
 
@@ -170,7 +178,11 @@ class FakeProvider:
                     headers[name.strip().lower()] = value.strip()
                 length = int(headers.get("content-length") or 0)
                 body = await reader.readexactly(length) if length else b""
-                if path.startswith("/_fake/"):
+                if path.startswith("/_fake/slow"):
+                    seconds = float(path.partition("seconds=")[2] or 1)
+                    await asyncio.sleep(min(seconds, 600))
+                    await _write(writer, 200, {"slow": seconds})
+                elif path.startswith("/_fake/"):
                     status, payload = self._control(method, path, body)
                     await _write(writer, status, payload)
                 elif not await self._complete(path, body, peer_port, writer):
@@ -252,10 +264,19 @@ class FakeProvider:
                     writer, 500, {"error": {"message": "overloaded", "type": "server_error"}}
                 )
                 return True
+            request = json.loads(body or b"{}")
             reply, kind = scripted_reply(
-                json.loads(body or b"{}"), opts["member"], member_tool=opts["member_tool"]
+                request,
+                opts["member"],
+                member_tool=opts["member_tool"],
+                member_tool_args=opts["member_tool_args"],
+                asks=bool(opts["asks"]),
+                reply_chars=int(opts["reply_chars"]),
             )
             self._count(kind)
+            if kind == "text" and opts["reply_chars"] and request.get("stream"):
+                await _stream(writer, reply)
+                return False
             await _write(writer, 200, reply)
             return True
         finally:
@@ -267,7 +288,13 @@ class FakeProvider:
 
 
 def scripted_reply(
-    request: dict[str, Any], member: str, *, member_tool: str = ""
+    request: dict[str, Any],
+    member: str,
+    *,
+    member_tool: str = "",
+    member_tool_args: dict[str, Any] | None = None,
+    asks: bool = True,
+    reply_chars: int = 0,
 ) -> tuple[dict[str, Any], str]:
     """The 12-call scenario: the coordinator asks forever, members answer, synthesis concludes.
     With ``member_tool`` (a tool's wire name, such as ``file__write``), a member offered that
@@ -282,6 +309,8 @@ def scripted_reply(
             "stop",
             "synthesis",
         )
+    elif "group__ask" in tools and not asks:
+        message, finish, kind = {"role": "assistant", "content": "Done."}, "stop", "concluded"
     elif "group__ask" in tools:
         call = {
             "id": f"call_{uuid.uuid4().hex[:24]}",
@@ -303,7 +332,9 @@ def scripted_reply(
             "type": "function",
             "function": {
                 "name": member_tool,
-                "arguments": json.dumps({"title": title, "content": "A figure: 42."}),
+                "arguments": json.dumps(
+                    member_tool_args or {"title": title, "content": "A figure: 42."}
+                ),
             },
         }
         message, finish, kind = (
@@ -314,7 +345,9 @@ def scripted_reply(
     else:
         # Every working call carries its speaker's tools (group.ask or group.request_help);
         # one without any is counted apart: its agent was called without them.
-        message, finish = {"role": "assistant", "content": "A figure: 42."}, "stop"
+        text = "A figure: 42."
+        message = {"role": "assistant", "content": text.ljust(reply_chars, "x")}
+        finish = "stop"
         kind = "text" if tools else "untooled"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
@@ -337,6 +370,30 @@ async def _write(
     ]
     head += [f"{k}: {v}" for k, v in (headers or {}).items()]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+    await writer.drain()
+
+
+async def _stream(writer: asyncio.StreamWriter, reply: dict[str, Any]) -> None:
+    """``reply``'s text as a chat-completions event stream, 64 KB a event; the connection
+    closes after ``[DONE]`` (or whenever the client stops reading)."""
+    text = reply["choices"][0]["message"]["content"]
+    head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    writer.write(head.encode("latin-1"))
+
+    def event(payload: dict[str, Any] | str) -> bytes:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        return f"data: {data}\n\n".encode()
+
+    def delta(piece: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": piece, "finish_reason": finish}]}
+
+    writer.write(event(delta({"role": "assistant", "content": ""})))
+    for start in range(0, len(text), 65536):
+        writer.write(event(delta({"content": text[start : start + 65536]})))
+        await writer.drain()
+    writer.write(event(delta({}, "stop")))
+    writer.write(event({"choices": [], "usage": reply["usage"]}))
+    writer.write(event("[DONE]"))
     await writer.drain()
 
 
