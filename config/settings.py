@@ -10,6 +10,7 @@ Importing this module only reads: the folders it names under var/ are made when 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -77,6 +78,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Failed sign-ins counted and locked out (the login lockout, below).
+    "axes",
     "rest_framework",
     "drf_spectacular",
     "channels",
@@ -98,6 +101,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Last: turns a locked-out sign-in into the lockout page (429).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -167,7 +172,38 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+
+# --- signing in: the login lockout (django-axes) --------------------------------------------
+# Every sign-in (/dashboard/login/, /admin/login/, the password a new access token asks for)
+# goes through authenticate(); after GARDEN_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username, or from one client address, signing in is refused (429 LOGIN_LOCKED, even with
+# the right password) until GARDEN_LOGIN_LOCKOUT_MINUTES have passed since the last failure.
+# Failures are rows in the database, counted under a row lock, so every web process counts
+# together; staff lift a lock in the admin (Access attempts) or with
+# `manage.py axes_reset_username NAME`. A success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Trust the TLS proxy's X-Forwarded-For (its last entry) as the client's address; only when
+# clients cannot reach garden around the proxy (the same condition as for X-Forwarded-Proto).
+GARDEN_BEHIND_PROXY = env.bool("GARDEN_BEHIND_PROXY", default=False)
+GARDEN_LOGIN_FAILURE_LIMIT = env.int("GARDEN_LOGIN_FAILURE_LIMIT", default=10)
+GARDEN_LOGIN_LOCKOUT_MINUTES = env.int("GARDEN_LOGIN_LOCKOUT_MINUTES", default=15)
+AXES_ENABLED = GARDEN_LOGIN_FAILURE_LIMIT > 0
+AXES_FAILURE_LIMIT = max(1, GARDEN_LOGIN_FAILURE_LIMIT)
+AXES_COOLOFF_TIME = timedelta(minutes=GARDEN_LOGIN_LOCKOUT_MINUTES)
+# Either one locks: a username guessed at from many addresses, or one address trying many
+# usernames.
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "dashboard.logins.client_ip"
+AXES_LOCKOUT_TEMPLATE = "dashboard/login_locked.html"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_VERBOSE = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

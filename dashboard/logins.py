@@ -1,0 +1,24 @@
+"""Signing in on a shared site: the client address the login lockout (django-axes) counts by,
+and the page a locked-out sign-in gets."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from django.conf import settings
+from django.http import HttpRequest
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """The address a failed sign-in is counted against. Behind the TLS proxy
+    (GARDEN_BEHIND_PROXY) every request comes from the proxy, so the address is the one the
+    proxy appended last to X-Forwarded-For (what it saw); a client can prepend anything to
+    that header, never append. Otherwise the connection's own address."""
+    if settings.GARDEN_BEHIND_PROXY:
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        last = forwarded.rsplit(",", 1)[-1].strip()
+        try:
+            return str(ipaddress.ip_address(last))
+        except ValueError:
+            pass  # no address, or not one: count by the connection's
+    return request.META.get("REMOTE_ADDR") or None
