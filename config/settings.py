@@ -374,6 +374,12 @@ GARDEN_ATTACHMENT_MAX_BYTES = env.int("GARDEN_ATTACHMENT_MAX_BYTES", default=5 *
 GARDEN_MAX_ATTACHMENT_BYTES_PER_OWNER = env.int(
     "GARDEN_MAX_ATTACHMENT_BYTES_PER_OWNER", default=200 * 1024 * 1024
 )
+# Everything one owner keeps in the shared database, together (garden/storage.py): artifacts
+# (documents agents write, kept tool outputs, attached files), memory notes and stored turns.
+# A tool's write past it is the tool's error (STORAGE_FULL), an owner's message 409.
+GARDEN_MAX_STORAGE_BYTES_PER_OWNER = env.int(
+    "GARDEN_MAX_STORAGE_BYTES_PER_OWNER", default=200 * 1024 * 1024
+)
 # The pictures and PDFs of the room passed to a model as content parts, the most recent first;
 # older ones (and any the room's cap turned into references) reach it as one-line references.
 GARDEN_MAX_INLINE_ATTACHMENTS = env.int("GARDEN_MAX_INLINE_ATTACHMENTS", default=4)

@@ -85,6 +85,7 @@ def account_config(account: ModelAccount) -> AccountConfig:
         api_key=api_key,
         timeout=timeout,
         options=account.options or {},
+        owner_id=account.owner_id,
     )
 
 

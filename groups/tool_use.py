@@ -7,15 +7,19 @@ from __future__ import annotations
 from django.conf import settings
 
 from garden import egress, events
+from garden.errors import QuotaExceeded
 from garden.models import Agent, Approval, Artifact, Message
 from garden.providers import ToolCall, ToolSpec
 from garden.services.conversations import text_block
+from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
+from garden.storage import storage_check
 from garden.tools import ToolContext, ToolOutcome, get_tool, run_tool
+from groups import scheduling
 from groups.asks import answer_ask, begin_synthesis, tool_error
 from groups.fencing import append, complete_step, fenced, flush
 from groups.models import GroupRequest
-from groups.payloads import approval_event
-from groups.room import Room, release_connection
+from groups.payloads import approval_event, request_event
+from groups.room import Room, load_room, release_connection
 from groups.routing import Contribution
 from groups.signals import approvals_changed_on_commit
 
@@ -35,10 +39,23 @@ def tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
 
 
 def run_tools(
-    room: Room, speaker: Agent, queue: list[Contribution], pending: list[ToolCall]
+    room: Room,
+    speaker: Agent,
+    queue: list[Contribution],
+    pending: list[ToolCall],
+    *,
+    slot: HeldSlot | None = None,
+    waits: int = 0,
 ) -> str:
     """Run the reply's tool calls outside any transaction, then record their results and
-    complete the step (or stop the member's run on output too large to carry)."""
+    complete the step (or stop the member's run on output too large to carry).
+
+    They run holding one of the owner's tool slots (``slot``, or one taken here): with none
+    free, the step waits for one without holding a worker thread (``_wait_for_tool_slot``)
+    and a later delivery runs them (``resume_tools``)."""
+    slot = slot or slot_hold(owner_id=room.group.owner_id, kind=TOOLS)
+    if slot is None:
+        return _wait_for_tool_slot(room, waits=waits)
     release_connection()
     # One time budget for all of a reply's tools (what they fetch shares one deadline), and a
     # cap on how many run: a model the owner points anywhere cannot keep the step alive.
@@ -46,18 +63,31 @@ def run_tools(
     too_many = ToolOutcome(
         f"NOT_RUN: at most {most} tool calls run per reply.", is_error=True, code="NOT_RUN"
     )
-    with egress.deadline(settings.GARDEN_TOOLS_SECONDS_PER_STEP):
+    with slot, egress.deadline(settings.GARDEN_TOOLS_SECONDS_PER_STEP):
         outcomes = [
             (call, _run_tool(room, speaker, call) if i < most else too_many)
             for i, call in enumerate(pending)
         ]
     limit = oversized_limit(room.group.room_cap_chars)
     with fenced(room):
+        if room.request.waiting_for:
+            room.request.waiting_for = ""
+            room.request.save(update_fields=["waiting_for", "updated_at"])
         blocks: list[dict] = []
         too_large: list[tuple[ToolCall, int, int]] = []
         for call, out in outcomes:
+            artifact = None
             if len(out.content) > limit:
-                artifact = _keep_as_artifact(room, speaker, call, out)
+                try:
+                    artifact = _keep_as_artifact(room, speaker, call, out)
+                except QuotaExceeded as refused:
+                    out = ToolOutcome(
+                        f"{refused.code}: {len(out.content):,} characters, too large to carry "
+                        f"and not kept: {refused.message}",
+                        is_error=True,
+                        code=refused.code,
+                    )
+            if artifact is not None:
                 too_large.append((call, len(out.content), artifact.pk))
                 blocks.append(
                     {
@@ -92,22 +122,111 @@ def run_tools(
     return "tools"
 
 
+def _wait_for_tool_slot(room: Room, *, waits: int) -> str:
+    """Every tool slot of the owner is in use: the reply stays recorded, the request says what
+    it waits for (once), and this step's tools run when a later delivery finds a free slot
+    (the same fence: nothing else may step the request meanwhile)."""
+    with fenced(room):
+        request = room.request
+        if request.waiting_for != GroupRequest.WAITING_FOR_TOOL_SLOT:
+            request.waiting_for = GroupRequest.WAITING_FOR_TOOL_SLOT
+            request.save(update_fields=["waiting_for", "updated_at"])
+            events.send_event_on_commit(channel=room.channel, event=request_event(request))
+        _come_back_for_tools(request.pk, room.fence, room.group.pk, waits=waits)
+    return "waiting_for_tools"
+
+
+def _come_back_for_tools(request_id: int, fence: int, group_id: int, *, waits: int) -> None:
+    scheduling.enqueue_step_on_commit(
+        request_id,
+        fence,
+        group_id=group_id,
+        waits=waits + 1,
+        tools=True,
+        countdown=slot_backoff(waits),
+    )
+
+
+def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> str:
+    """Run the tools of the step that claimed ``fence`` and waited for a tool slot, once one
+    is free; with none yet, come back later having written nothing. Caller holds the group's
+    lock. Stale (the step's fence moved: a stop, an ending) does nothing."""
+    owner_id = (
+        GroupRequest.objects.filter(
+            pk=request_id,
+            group_id=group_id,
+            fence=fence,
+            completed_fence__lt=fence,
+            state__in=GroupRequest.STEPPABLE_STATES,
+        )
+        .values_list("group__owner_id", flat=True)
+        .first()
+    )
+    if owner_id is None:
+        return "stale"
+    slot = slot_hold(owner_id=owner_id, kind=TOOLS)
+    if slot is None:
+        _come_back_for_tools(request_id, fence, group_id, waits=waits)
+        return "waiting_for_tools"
+    with slot:
+        room = load_room(request_id, fence)
+        speaker_id, pending = _unanswered_calls(request_id, fence)
+        speaker = room.members.get(speaker_id) if speaker_id else None
+        queue = [Contribution.from_json(c) for c in room.request.queue]
+        if speaker is None or not pending:
+            with fenced(room):
+                complete_step(room, queue, waiting_for="")
+            return "tools"
+        return run_tools(room, speaker, queue, pending, slot=slot)
+
+
+def _unanswered_calls(request_id: int, fence: int) -> tuple[int | None, list[ToolCall]]:
+    """The speaker of the step at ``fence`` and the calls of its reply that have no result
+    yet (the loop answers its own, such as group.ask, before the tools wait)."""
+    speaker_id: int | None = None
+    calls: list[ToolCall] = []
+    answered: set[str] = set()
+    rows = (
+        Message.objects.filter(request_id=request_id, step=fence)
+        .order_by("seq")
+        .values_list("speaker_agent_id", "content")
+    )
+    for agent_id, content in rows:
+        for block in content:
+            if block.get("type") == "tool_call":
+                speaker_id = agent_id
+                calls.append(
+                    ToolCall(id=block["id"], name=block["name"], arguments=block["arguments"])
+                )
+            elif block.get("type") == "tool_result":
+                answered.add(block["call_id"])
+    return speaker_id, [c for c in calls if c.id not in answered]
+
+
 def oversized_limit(cap_chars: int) -> int:
     """A single tool result larger than half the room cap cannot be carried: it would crowd
     out the room (or overflow the model) on the member's next call."""
     return max(1_000, cap_chars // 2)
 
 
-def _keep_as_artifact(room: Room, speaker: Agent, call: ToolCall, out: ToolOutcome) -> Artifact:
+def _keep_as_artifact(
+    room: Room, speaker: Agent, call: ToolCall | None, out: ToolOutcome, *, title: str = ""
+) -> Artifact:
+    """Keep ``out`` as a document of the thread; QuotaExceeded (STORAGE_FULL), writing
+    nothing, when it would pass the owner's storage. Caller is inside ``fenced``, whose turns
+    take the thread's row after this, so the owner's lock cannot be taken here: the check is
+    unserialised (garden/storage.py storage_check)."""
+    size = len(out.content.encode())
+    storage_check(owner_id=room.group.owner_id, adding=size)
     return Artifact.objects.create(
         owner_id=room.group.owner_id,
         agent=speaker,
         conversation_id=room.request.conversation_id,
         kind="document",
-        title=f"{call.name} output ({len(out.content):,} characters)",
+        title=title or f"{call.name} output ({len(out.content):,} characters)",
         mime_type="text/plain",
         content=out.content,
-        size=len(out.content.encode()),
+        size=size,
     )
 
 

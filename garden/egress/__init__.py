@@ -14,12 +14,14 @@ URL, ``http.fetch``), and the Telegram Bot API's, goes through one client built 
   (``deadline()``), so a server dripping one byte at a time cannot hold a worker past it;
   ``read_capped`` stops reading a body at a byte cap (``iter_capped``, the same as it
   arrives).
+- Name lookups count against the owner the request is made for (``deadline(owner_id=…)``) and
+  its purpose, each on a thread of its own with no shared queue (``resolver``), so one
+  owner's name that never answers delays no one else's.
 """
 
 from garden.egress.client import EgressBackend, build_client, iter_capped, read_capped, shared
 from garden.egress.deadline import deadline
 from garden.egress.policy import (
-    DNS_TIMEOUT,
     METADATA_NETWORKS,
     Address,
     Allowlist,
@@ -33,9 +35,9 @@ from garden.egress.policy import (
     refusal_reason,
     resolve,
 )
+from garden.egress.resolver import Resolver
 
 __all__ = [
-    "DNS_TIMEOUT",
     "METADATA_NETWORKS",
     "Address",
     "Allowlist",
@@ -43,6 +45,7 @@ __all__ = [
     "EgressRefused",
     "Network",
     "Purpose",
+    "Resolver",
     "allowlist_for",
     "build_client",
     "check_host",

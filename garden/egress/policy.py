@@ -8,8 +8,6 @@ import ipaddress
 import re
 import socket
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -18,7 +16,8 @@ import httpcore
 import httpx
 from django.conf import settings
 
-from garden.egress.deadline import clamp
+from garden.egress.deadline import clamp, current_owner
+from garden.egress.resolver import Resolver
 
 Purpose = Literal["provider", "tool", "telegram"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -32,8 +31,6 @@ METADATA_NETWORKS: tuple[Network, ...] = (
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS over IPv6
 )
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-# The longest a name lookup may take, within the request's own deadline.
-DNS_TIMEOUT = 5.0
 _ULA = ipaddress.ip_network("fc00::/7")
 
 
@@ -169,13 +166,22 @@ def refusal_reason(address: Address) -> str | None:
     return None
 
 
-_resolver = ThreadPoolExecutor(max_workers=8, thread_name_prefix="egress-dns")
+# The process's one resolver: lookups counted per owner and per purpose (resolver.py).
+RESOLVER = Resolver()
 
 
-def resolve(host: str, port: int) -> list[Address]:
+def resolve(
+    host: str,
+    port: int,
+    *,
+    purpose: Purpose = "tool",
+    owner_id: int | None = None,
+    resolver: Resolver | None = None,
+) -> list[Address]:
     """Every address ``host`` resolves to for a TCP connection, in the resolver's order. The
-    lookup waits no longer than the current deadline (a slow name server would otherwise add
-    its own timeouts to every hop)."""
+    lookup counts against ``owner_id`` (else the owner of the request in progress) and
+    ``purpose``, and waits no longer than GARDEN_EGRESS_DNS_TIMEOUT within the current
+    deadline (a slow name server would otherwise add its own timeouts to every hop)."""
     try:
         ipaddress.ip_address(host)
         literal = True
@@ -185,10 +191,17 @@ def resolve(host: str, port: int) -> list[Address]:
         if literal:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         else:
-            lookup = _resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
-            infos = lookup.result(timeout=clamp(DNS_TIMEOUT, httpcore.ConnectTimeout))
-    except FutureTimeout as exc:
-        raise httpcore.ConnectTimeout(f"resolving {host!r} took too long") from exc
+            timeout = clamp(
+                settings.GARDEN_EGRESS_DNS_TIMEOUT,
+                httpcore.ConnectTimeout,
+            )
+            infos = (resolver or RESOLVER).resolve(
+                host,
+                port,
+                purpose=purpose,
+                owner_id=current_owner() if owner_id is None else owner_id,
+                timeout=timeout,
+            )
     except (socket.gaierror, UnicodeError) as exc:
         raise httpcore.ConnectError(f"cannot resolve {host!r}: {exc}") from exc
     seen: dict[Address, None] = {}
@@ -197,29 +210,48 @@ def resolve(host: str, port: int) -> list[Address]:
     return list(seen)
 
 
+# What an allowed *name* may still not resolve to unless the address itself is allowed: the
+# machine garden runs on, and the metadata services that hand out its cloud credentials.
+_NEVER_BY_NAME = (
+    "a cloud metadata address",
+    "a loopback address",
+    "an unspecified address",
+    "a link-local address",
+)
+
+
 def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
     """The addresses a connection to ``host`` may use; raises EgressRefused when the host
-    resolves to any address the policy refuses (a mixed answer is refused whole)."""
+    resolves to any address the policy refuses (a mixed answer is refused whole). A host the
+    allowlist names may resolve to private addresses, but not to loopback, link-local or
+    metadata ones unless the allowlist holds that address too."""
     allow = allowlist_for(purpose)
     host = host.strip("[]")
-    if allow.names(host, port):
-        return resolve(host, port)
+    named = allow.names(host, port)
     name = host.lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
+    if not named and (name == "localhost" or name.endswith(".localhost")):
         # RFC 6761: always loopback, whatever a resolver says (or fails to say).
         raise EgressRefused(
             f"{host} is a loopback name; garden does not connect there unless "
             f"the operator allows it ({_setting_for(purpose)})."
         )
-    addresses = resolve(host, port)
+    addresses = resolve(host, port, purpose=purpose)
     for address in addresses:
         reason = refusal_reason(address)
-        if reason and not allow.holds(address, port):
-            shown = host if host == str(address) else f"{host} ({address})"
+        if not reason or allow.holds(address, port):
+            continue
+        if named and reason not in _NEVER_BY_NAME:
+            continue
+        shown = host if host == str(address) else f"{host} ({address})"
+        if named:
             raise EgressRefused(
-                f"{shown} is {reason}; garden does not connect there unless the operator "
-                f"allows it ({_setting_for(purpose)})."
+                f"{shown} is {reason}; the operator allows the name {host}, not that address "
+                f"(an address is allowed only by naming it in {_setting_for(purpose)})."
             )
+        raise EgressRefused(
+            f"{shown} is {reason}; garden does not connect there unless the operator "
+            f"allows it ({_setting_for(purpose)})."
+        )
     return addresses
 
 

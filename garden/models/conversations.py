@@ -35,6 +35,9 @@ class Conversation(models.Model):
         blank=True, help_text="The rollover summary this thread starts from."
     )
     last_seq = models.PositiveIntegerField(default=0)
+    stored_bytes = models.BigIntegerField(
+        default=0, help_text="The bytes of its turns' content, added as each is appended."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 

@@ -32,6 +32,7 @@ from garden.retry import retry_on_lock_conflict
 from garden.selectors import account_config
 from garden.services.conversations import message_append, text_block
 from garden.slots import call_slot
+from garden.storage import storage_hold
 from garden.transcript import blocks_from_json, blocks_to_json
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ def conversation_post_owner_message(
                 status=429,
             ),
         )
+        storage_hold(owner_id=owner.pk, field="text")
         transaction.on_commit(
             lambda: signature(CHAT_REPLY_TASK, kwargs={"message_id": message.pk}).apply_async()
         )

@@ -8,10 +8,12 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from garden import events
 from garden.models import Agent, Conversation, Message
+from garden.storage import turn_bytes
 
 
 def conversation_create(
@@ -116,7 +118,7 @@ def messages_append(
             if also is not None:
                 with connection.cursor() as cursor:
                     cursor.execute(also[0], list(also[1]))
-            last = _next_seq(conversation_id, len(messages))
+            last = _next_seq(conversation_id, len(messages), stored=_stored(messages))
             for seq, message in enumerate(messages, start=last - len(messages) + 1):
                 message.conversation_id, message.seq = conversation_id, seq
             Message.objects.bulk_create(messages)
@@ -153,7 +155,7 @@ def _insert_with_seqs(
     with connection.cursor() as cursor:
         cursor.execute(
             f"WITH {head}{tail % {'values': values}}",
-            [*head_params, count, conversation_id, count, *params],
+            [*head_params, count, _stored(messages), conversation_id, count, *params],
         )
         written = dict((seq, pk) for pk, seq in cursor.fetchall())
     if not written:
@@ -180,7 +182,8 @@ def _insert_shape() -> tuple[list, str, str]:
     columns = ", ".join(f'"{f.column}"' for f in fields)
     conversations, table = Conversation._meta.db_table, Message._meta.db_table
     tail = (
-        f'taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %%s '
+        f'taken AS (UPDATE "{conversations}" SET "last_seq" = "last_seq" + %%s, '
+        f'"stored_bytes" = "stored_bytes" + %%s '
         f'WHERE "id" = %%s RETURNING "last_seq") '
         f'INSERT INTO "{table}" ({columns}, "seq") '
         f"SELECT {', '.join(f'v.c{i}' for i in range(len(fields)))}, taken.last_seq - %%s + v.n "
@@ -191,15 +194,21 @@ def _insert_shape() -> tuple[list, str, str]:
     return fields, row_sql, tail
 
 
-def _next_seq(conversation_id: int, count: int = 1) -> int:
-    """Take the conversation's next ``count`` seqs in one statement; returns the last one.
-    The row lock it takes serialises concurrent appends until commit. (UPDATE … RETURNING:
-    PostgreSQL and SQLite ≥ 3.35.)"""
+def _stored(messages: list[Message]) -> int:
+    """The bytes ``messages`` add to their thread's count (garden/storage.py)."""
+    return sum(turn_bytes(m.content) for m in messages)
+
+
+def _next_seq(conversation_id: int, count: int = 1, *, stored: int = 0) -> int:
+    """Take the conversation's next ``count`` seqs in one statement, adding ``stored`` bytes to
+    its count; returns the last seq. The row lock it takes serialises concurrent appends
+    until commit. (UPDATE … RETURNING: PostgreSQL and SQLite ≥ 3.35.)"""
     table = Conversation._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f'UPDATE "{table}" SET "last_seq" = "last_seq" + %s WHERE "id" = %s RETURNING "last_seq"',
-            [count, conversation_id],
+            f'UPDATE "{table}" SET "last_seq" = "last_seq" + %s, '
+            f'"stored_bytes" = "stored_bytes" + %s WHERE "id" = %s RETURNING "last_seq"',
+            [count, stored, conversation_id],
         )
         row = cursor.fetchone()
     if row is None:
@@ -210,13 +219,19 @@ def _next_seq(conversation_id: int, count: int = 1) -> int:
 def messages_move(*, request_id: int, from_conversation_id: int, to_conversation_id: int) -> int:
     """Move a request's turns to another thread, in their order, each taking the next seq
     there; returns how many. Caller holds both threads' group."""
-    ids = list(
+    rows = list(
         Message.objects.filter(request_id=request_id, conversation_id=from_conversation_id)
         .order_by("seq")
-        .values_list("pk", flat=True)
+        .values_list("pk", "content")
     )
+    ids = [pk for pk, _ in rows]
     if ids:
-        last = _next_seq(to_conversation_id, len(ids))
+        # Their bytes move with them, so each thread's count stays its turns' (storage).
+        moved = sum(turn_bytes(content) for _, content in rows)
+        Conversation.objects.filter(pk=from_conversation_id).update(
+            stored_bytes=F("stored_bytes") - moved
+        )
+        last = _next_seq(to_conversation_id, len(ids), stored=moved)
         for seq, pk in enumerate(ids, start=last - len(ids) + 1):
             Message.objects.filter(pk=pk).update(conversation_id=to_conversation_id, seq=seq)
     return len(ids)

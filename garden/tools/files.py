@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.db.models.functions import Length
 
+from garden.errors import QuotaExceeded
 from garden.models import Artifact
 from garden.providers.types import ToolSpec
+from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 
 MAX_CHARS = 200_000
@@ -49,16 +52,22 @@ FILE_WRITE = register(
 
 
 def file_write(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
-    artifact = Artifact.objects.create(
-        owner_id=ctx.owner_id,
-        agent_id=ctx.agent_id,
-        conversation_id=ctx.conversation_id,
-        kind=args.get("kind", "document"),
-        title=args["title"].strip(),
-        mime_type=args.get("mime_type", "text/plain"),
-        content=args["content"],
-        size=len(args["content"].encode()),
-    )
+    try:
+        with transaction.atomic():
+            artifact = Artifact.objects.create(
+                owner_id=ctx.owner_id,
+                agent_id=ctx.agent_id,
+                conversation_id=ctx.conversation_id,
+                kind=args.get("kind", "document"),
+                title=args["title"].strip(),
+                mime_type=args.get("mime_type", "text/plain"),
+                content=args["content"],
+                size=len(args["content"].encode()),
+            )
+            storage_hold(owner_id=ctx.owner_id)
+    except QuotaExceeded as refused:
+        # Rolled back: nothing written. The agent is told why, and the request goes on.
+        return ToolOutcome(f"{refused.code}: {refused.message}", is_error=True, code=refused.code)
     return ToolOutcome(
         f"Wrote artifact {artifact.pk} ({artifact.kind}): {artifact.title}",
         artifacts=(artifact.pk,),

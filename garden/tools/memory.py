@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
+
+from garden.errors import QuotaExceeded
 from garden.models import MemoryNote
 from garden.providers.types import ToolSpec
+from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 
 SCOPE_KEYS = {
@@ -53,13 +57,19 @@ def remember(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     refused = _refuse_scope(args)
     if refused:
         return refused
-    note = MemoryNote.objects.create(
-        owner_id=ctx.owner_id,
-        scope=write_scope(ctx),
-        kind=args.get("kind", "note"),
-        text=args["text"].strip(),
-        written_by_id=ctx.agent_id,
-    )
+    try:
+        with transaction.atomic():
+            note = MemoryNote.objects.create(
+                owner_id=ctx.owner_id,
+                scope=write_scope(ctx),
+                kind=args.get("kind", "note"),
+                text=args["text"].strip(),
+                written_by_id=ctx.agent_id,
+            )
+            storage_hold(owner_id=ctx.owner_id)
+    except QuotaExceeded as refused:
+        # Rolled back: nothing written. The agent is told why, and the request goes on.
+        return ToolOutcome(f"{refused.code}: {refused.message}", is_error=True, code=refused.code)
     where = "the group's memory" if ctx.group_id else "your private memory"
     return ToolOutcome(f"Remembered in {where} (note {note.pk}).")
 

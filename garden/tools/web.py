@@ -52,7 +52,7 @@ def http_fetch(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     cap = settings.GARDEN_TOOL_HTTP_MAX_BYTES
     url = args["url"]
     try:
-        with egress.deadline(limit):
+        with egress.deadline(limit, owner_id=ctx.owner_id):
             # Redirects are followed here, hop by hop, so that a redirect's own body is never
             # read (httpx would read and unpack it whole) and every hop is checked again.
             for _hop in range(MAX_REDIRECTS + 1):

@@ -10,6 +10,7 @@ from garden import events
 from garden.errors import ServiceError
 from garden.models import Agent, MemoryNote, Message
 from garden.services.conversations import message_append, text_block
+from garden.storage import storage_hold
 from groups import row_locks
 from groups.models import Group
 from groups.services.requests import group_conversation_open
@@ -53,4 +54,6 @@ def memory_import_private_note(
             content=[text_block(import_text(source=source, writer=writer, text=note.text))],
             channel=events.group_channel(locked.pk),
         )
+        # The owner's quota lock last, after the group's and the thread's rows.
+        storage_hold(owner_id=locked.owner_id, field="note")
     return copy

@@ -24,6 +24,7 @@ from garden.services.attachments import (
     attachment_store,
 )
 from garden.services.conversations import conversation_create, message_append, text_block
+from garden.storage import storage_hold
 from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
 from groups.payloads import approval_event, request_event
@@ -256,6 +257,7 @@ def request_create(
         check_queue_room(group=locked)
         if checked:
             attachment_bytes_hold(owner_id=locked.owner_id)
+        storage_hold(owner_id=locked.owner_id, field="text")
         events.send_event_on_commit(
             channel=events.group_channel(locked.pk), event=request_event(request)
         )

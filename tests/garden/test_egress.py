@@ -4,14 +4,17 @@ the address or through a redirect — unless the operator's allowlist names them
 capped and a fetch ends at its total time limit.
 
 Every refused destination is checked to have seen no connection attempt at all: the refusal
-happens before a socket connects. The only servers that answer are this test's own, on
+happens before a socket connects. The check names the destination it is about (a step also
+talks to Redis and PostgreSQL, and another test's worker may be connecting meanwhile). The only servers that answer are this test's own, on
 127.0.0.1 and 127.0.0.2.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 
+import httpx
 import pytest
 
 from garden import egress
@@ -50,10 +53,35 @@ REFUSED = [
 ]
 
 
+class Connects(list):
+    """Every outbound socket connect made during the test (by any thread), in order."""
+
+    def to(self, host: str | None = None, port: int | None = None) -> list:
+        """The connects to ``host`` (any spelling of the address) and/or ``port``."""
+
+        def same(a: str, b: str) -> bool:
+            try:
+                return ipaddress.ip_address(a) == ipaddress.ip_address(b)
+            except ValueError:
+                return a == b
+
+        return [
+            address
+            for address in self
+            if isinstance(address, tuple)
+            and (host is None or same(str(address[0]), host))
+            and (port is None or address[1] == port)
+        ]
+
+
+def _port(url: str) -> int:
+    parsed = httpx.URL(url)
+    return parsed.port or (443 if parsed.scheme == "https" else 80)
+
+
 @pytest.fixture
-def connects(monkeypatch) -> list:
-    """Every outbound socket connect made during the test, in order."""
-    attempts: list = []
+def connects(monkeypatch) -> Connects:
+    attempts = Connects()
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
 
@@ -80,10 +108,11 @@ def server():
 
 @pytest.mark.parametrize("url", REFUSED)
 def test_fetch_refuses_internal_destinations_before_connecting(url, server, connects):
-    outcome = http_fetch(CTX, {"url": url.format(port=server.port)})
+    url = url.format(port=server.port)
+    outcome = http_fetch(CTX, {"url": url})
     assert outcome.is_error and outcome.code == "EGRESS_REFUSED", outcome.content
     assert outcome.content.startswith("EGRESS_REFUSED: ")
-    assert connects == [] and server.requests == []
+    assert connects.to(port=_port(url)) == [] and server.requests == []
 
 
 @pytest.mark.parametrize(
@@ -136,7 +165,8 @@ def test_a_redirect_hop_to_a_refused_address_is_refused(settings, connects):
     assert first.code == second.code == "EGRESS_REFUSED"
     assert inside.requests == []
     assert [r.path for r in entry.requests] == ["/a", "/b"]
-    assert all(address[0] == "127.0.0.1" for address in connects), connects
+    assert connects.to("127.0.0.2") == [] and connects.to("169.254.169.254") == []
+    assert len(connects.to("127.0.0.1", entry.port)) >= 1
 
 
 def test_the_connection_goes_to_the_address_that_was_checked(settings, monkeypatch):
@@ -175,7 +205,7 @@ def test_a_name_resolving_to_a_mixed_answer_is_refused_whole(settings, monkeypat
     )
     outcome = http_fetch(CTX, {"url": "http://mixed.test/"})
     assert outcome.code == "EGRESS_REFUSED" and "10.0.0.1" in outcome.content
-    assert connects == []
+    assert connects.to("10.0.0.1") == [] and connects.to("93.184.216.34") == []
 
 
 def test_a_body_is_read_only_up_to_the_cap(server, settings):
@@ -199,7 +229,7 @@ def test_only_http_and_https_are_fetched(connects):
     for url in ("file:///etc/passwd", "gopher://127.0.0.1:70/", "ftp://example.com/"):
         with pytest.raises(egress.EgressRefused):
             egress.check_url(url, "tool")
-    assert connects == []
+    assert connects.to(port=70) == [] and connects.to(port=21) == []
 
 
 @pytest.mark.parametrize(
@@ -290,7 +320,7 @@ def test_a_slow_name_lookup_ends_at_the_deadline(settings, monkeypatch, connects
     finally:
         release.set()
     assert outcome.code == "FETCH_TIMEOUT", outcome.content
-    assert connects == []
+    assert connects.to(port=80) == []
 
 
 @pytest.mark.parametrize(
@@ -323,7 +353,8 @@ def test_a_base_url_at_an_internal_address_is_refused_when_saved(owner, connects
             model_account_create(owner=owner, name="x", provider="openai", model="m", base_url=url)
         assert refused.value.code == "EGRESS_REFUSED" and refused.value.field == "base_url"
     assert not ModelAccount.objects.filter(owner=owner, provider="openai").exists()
-    assert connects == []
+    for port in (80, 11434, 8000):
+        assert connects.to(port=port) == []
 
 
 @pytest.mark.django_db
@@ -369,7 +400,7 @@ def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
     )
     reply = chat_reply(message_id=_one_to_one(owner, account).pk)
     assert reply.kind == "notice" and "EGRESS_REFUSED" in reply.text
-    assert server.requests == [] and connects == []
+    assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
 
 
 @pytest.mark.django_db
@@ -431,7 +462,7 @@ def test_the_account_test_names_the_refusal_and_the_success(
     )
     refused = api.post(f"/api/model-accounts/{forced.pk}/test").json()
     assert refused["ok"] is False and refused["code"] == "EGRESS_REFUSED"
-    assert server.requests == [] and connects == []
+    assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
     server.reply(
         200,
@@ -441,3 +472,41 @@ def test_the_account_test_names_the_refusal_and_the_success(
     assert works == {"ok": True, "code": None, "message": "The model answered: 'OK'"}
     theirs = ModelAccount.objects.create(owner=stranger, name="x", provider="openai", model="m")
     assert api.post(f"/api/model-accounts/{theirs.pk}/test").status_code == 404
+
+
+def test_an_allowed_name_still_never_reaches_loopback_or_metadata(settings, monkeypatch, server):
+    """``*.corp.example`` opens private addresses under that name, not the machine itself nor
+    a metadata service, unless the operator allows that address too."""
+    settings.GARDEN_EGRESS_ALLOW = ["*.corp.example", "localhost"]
+    answers = {
+        "wiki.corp.example": "127.0.0.1",
+        "meta.corp.example": "169.254.169.254",
+        "v6meta.corp.example": "fd00:ec2::254",
+    }
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in answers:
+            family = socket.AF_INET6 if ":" in answers[host] else socket.AF_INET
+            return [(family, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    for url in (
+        f"http://wiki.corp.example:{server.port}/",
+        f"http://localhost:{server.port}/",
+        "http://meta.corp.example/latest/meta-data/",
+        "http://v6meta.corp.example/latest/meta-data/",
+    ):
+        outcome = http_fetch(CTX, {"url": url})
+        assert outcome.code == "EGRESS_REFUSED", (url, outcome.content)
+        assert "allows the name" in outcome.content
+    assert server.requests == []
+    # A private address under the allowed name is what the allowance is for.
+    answers["wiki.corp.example"] = "10.0.0.9"
+    assert egress.check_host("wiki.corp.example", 9, "tool") == [ipaddress.ip_address("10.0.0.9")]
+    # Naming the address itself opens it.
+    settings.GARDEN_EGRESS_ALLOW = ["*.corp.example", "127.0.0.1"]
+    answers["wiki.corp.example"] = "127.0.0.1"
+    outcome = http_fetch(CTX, {"url": f"http://wiki.corp.example:{server.port}/"})
+    assert outcome.content.endswith("hello from the inside"), outcome.content
