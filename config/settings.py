@@ -433,6 +433,16 @@ GARDEN_EGRESS_ALLOW = env.list("GARDEN_EGRESS_ALLOW", default=[])
 GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", default=[])
 # The same for the Telegram Bot API only (a self-hosted Bot API server on the private network).
 GARDEN_EGRESS_ALLOW_TELEGRAM = env.list("GARDEN_EGRESS_ALLOW_TELEGRAM", default=[])
+# Name lookups (garden/egress/resolver.py): each runs on a thread of its own, at most
+# GARDEN_EGRESS_DNS_PER_OWNER at once for one owner and one purpose, and at most the pool of
+# its purpose per process, so a name that never answers costs only the owner who named it and
+# tool lookups never take the capacity model calls and the Bot API need. A lookup gives up
+# after GARDEN_EGRESS_DNS_TIMEOUT seconds (or the request's own deadline, if sooner).
+GARDEN_EGRESS_DNS_TIMEOUT = env.float("GARDEN_EGRESS_DNS_TIMEOUT", default=5.0)
+GARDEN_EGRESS_DNS_PER_OWNER = env.int("GARDEN_EGRESS_DNS_PER_OWNER", default=4)
+GARDEN_EGRESS_DNS_PROVIDER_THREADS = env.int("GARDEN_EGRESS_DNS_PROVIDER_THREADS", default=32)
+GARDEN_EGRESS_DNS_TOOL_THREADS = env.int("GARDEN_EGRESS_DNS_TOOL_THREADS", default=16)
+GARDEN_EGRESS_DNS_TELEGRAM_THREADS = env.int("GARDEN_EGRESS_DNS_TELEGRAM_THREADS", default=4)
 
 # --- Telegram approvals (telegram_approvals/, docs/telegram.md) ------------------------------
 # Unset token: no Telegram surface (the dashboard page says so, the webhook answers 404).

@@ -158,6 +158,7 @@ class HttpProvider:
                 body,
                 provider=self.name,
                 timeout=self.timeout,
+                owner_id=self.config.owner_id,
                 assembler=assembler,
             )
         except ProviderError as exc:
@@ -242,6 +243,7 @@ def post_json(
     *,
     provider: str,
     timeout: float,
+    owner_id: int | None = None,
     assembler: StreamAssembler | None = None,
 ) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError.
@@ -256,7 +258,7 @@ def post_json(
     cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
     try:
         with (
-            egress.deadline(timeout),
+            egress.deadline(timeout, owner_id=owner_id),
             client.stream(
                 "POST", url, headers=headers, json=body, timeout=httpx.Timeout(timeout)
             ) as response,

@@ -126,6 +126,8 @@ class AccountConfig:
     api_key: str = ""
     timeout: float = 60.0
     options: dict[str, Any] = field(default_factory=dict)
+    # The account's owner: the egress policy counts the call's name lookups against them.
+    owner_id: int | None = None
 
 
 # --- failures -------------------------------------------------------------------------------
