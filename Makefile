@@ -51,10 +51,12 @@ lint: $(STAMP)
 	  $(PY) manage.py makemigrations --check --dry-run; s=$$?; rm -rf "$$d"; exit $$s
 	@$(VENV)/bin/lint-imports
 
-# The dashboard at http://127.0.0.1:8000/; without REDIS_URL its worker and beat run in the same
-# process.
+# The dashboard at http://$(HOST):$(PORT)/ (make run PORT=8001 HOST=0.0.0.0); without REDIS_URL
+# its worker and beat run in the same process.
+HOST ?= 127.0.0.1
+PORT ?= 8000
 run: $(STAMP)
-	@$(PY) manage.py migrate --verbosity 0 && $(PY) manage.py rundashboard 127.0.0.1:8000
+	@$(PY) manage.py migrate --verbosity 0 && $(PY) manage.py rundashboard $(HOST):$(PORT)
 
 worker: $(STAMP)
 	@$(PY) -m celery -A config worker --pool=threads --concurrency=8 --loglevel=info

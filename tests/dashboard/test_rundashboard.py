@@ -190,28 +190,79 @@ def test_with_redis_url_it_serves_only(embedded_env):
     assert "embedded worker" not in output
 
 
+def sign_in_as_printed(proc: subprocess.Popen, port: int) -> None:
+    """Read the first user's password from what the server printed and sign in with it."""
+    lines = [proc.stdout.readline() for _ in range(3)]
+    first = next((line for line in lines if line.startswith("first user:")), None)
+    assert first is not None, f"no first user printed: {lines}"
+    password = re.search(r"with the password (\S+) ", first).group(1)
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
+    client.get("/dashboard/login/")
+    signed_in = client.post(
+        "/dashboard/login/",
+        data={
+            "username": "admin",
+            "password": password,
+            "csrfmiddlewaretoken": client.cookies["csrftoken"],
+            "next": "/dashboard/",
+        },
+        headers={"Referer": f"http://127.0.0.1:{port}/dashboard/login/"},
+    )
+    assert signed_in.status_code == 302, "the printed password signs in"
+
+
 @pytest.mark.timeout(90)
 def test_a_site_with_no_user_prints_how_to_sign_in_once(embedded_env):
     port = free_port()
     proc = serve(embedded_env, port)
     try:
-        lines = [proc.stdout.readline() for _ in range(3)]
-        first = next(line for line in lines if line.startswith("first user:"))
-        password = re.search(r"with the password (\S+) ", first).group(1)
-        client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
-        client.get("/dashboard/login/")
-        signed_in = client.post(
-            "/dashboard/login/",
-            data={
-                "username": "admin",
-                "password": password,
-                "csrfmiddlewaretoken": client.cookies["csrftoken"],
-                "next": "/dashboard/",
-            },
-            headers={"Referer": f"http://127.0.0.1:{port}/dashboard/login/"},
-        )
-        assert signed_in.status_code == 302, "the printed password signs in"
+        sign_in_as_printed(proc, port)
     finally:
         stop(proc)
     again = stop(serve(embedded_env, port))
     assert "first user" not in again, "printed once: the site has a user now"
+
+
+@pytest.mark.timeout(150)
+def test_after_the_demo_the_first_run_still_prints_a_password_that_signs_in(embedded_env):
+    """The README's order: the demo first (its owner has no password), then the dashboard."""
+    demo = subprocess.run(
+        [sys.executable, "manage.py", "demo"],
+        cwd=ROOT,
+        env=embedded_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    port = free_port()
+    proc = serve(embedded_env, port)
+    try:
+        sign_in_as_printed(proc, port)
+    finally:
+        stop(proc)
+    # The demo runs again on a site whose admin can sign in: nothing more is made or printed.
+    subprocess.run(
+        [sys.executable, "manage.py", "demo"], cwd=ROOT, env=embedded_env, check=True, timeout=120
+    )
+    assert "first user" not in stop(serve(embedded_env, port))
+
+
+def test_a_taken_port_fails_before_anything_is_printed(embedded_env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "manage.py", "rundashboard", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=embedded_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert run.returncode != 0
+    assert f"127.0.0.1:{port} is already in use" in run.stderr
+    assert f"PORT={port + 1}" in run.stderr, "it says what to do"
+    assert "first user" not in run.stdout + run.stderr
+    assert "garden dashboard:" not in run.stdout, "no address of a server that never started"

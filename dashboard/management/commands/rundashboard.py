@@ -3,11 +3,14 @@ Celery worker inside the same process so the room's live events reach the page."
 
 from __future__ import annotations
 
+import errno
 import re
 import secrets
+import socket
 from contextlib import nullcontext
 
 from django.conf import settings
+from django.contrib.auth.hashers import UNUSABLE_PASSWORD_PREFIX
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard import serving
@@ -50,8 +53,11 @@ class Command(BaseCommand):
         from daphne.server import Server
 
         host, port = parse_addrport(options["addrport"])
-        embedded = not settings.REDIS_URL
         shown_host = f"[{host}]" if ":" in host else host
+        # Before anything is printed: an address and password for a server that never started
+        # would send a person to whatever holds the port.
+        check_free(host, port, shown_host)
+        embedded = not settings.REDIS_URL
         self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
         self._first_user()
         if embedded:
@@ -79,21 +85,51 @@ class Command(BaseCommand):
             ).run()
 
     def _first_user(self) -> None:
-        """On a site with no user at all, outside production: make the first (a superuser,
-        ``admin``) with a random password printed here, this once. In production, say how."""
+        """Outside production, when no active user can sign in with a password (the demo's
+        owner has none): make ``admin`` a superuser with a random password printed here, this
+        once. In production, on a site with no user, say how to make one."""
         from django.contrib.auth import get_user_model
 
         users = get_user_model()
-        if users.objects.exists():
-            return
         if settings.PRODUCTION:
-            self.stdout.write(
-                "no user yet: create the first with `python manage.py createsuperuser`"
-            )
+            if not users.objects.exists():
+                self.stdout.write(
+                    "no user yet: create the first with `python manage.py createsuperuser`"
+                )
+            return
+        can_sign_in = (
+            users.objects.filter(is_active=True)
+            .exclude(password="")
+            .exclude(password__startswith=UNUSABLE_PASSWORD_PREFIX)
+        )
+        if can_sign_in.exists():
             return
         password = secrets.token_urlsafe(12)
-        users.objects.create_superuser(username="admin", password=password)
+        admin = users.objects.filter(username="admin").first()
+        if admin is None:
+            users.objects.create_superuser(username="admin", password=password)
+        else:  # there, but unable to sign in: given a password and the staff rights it lacks
+            admin.set_password(password)
+            admin.is_active = admin.is_staff = admin.is_superuser = True
+            admin.save()
         self.stdout.write(
             f"first user: sign in as admin with the password {password} (printed this once; "
             "change it in the admin, or add users with `python manage.py createsuperuser`)"
         )
+
+
+def check_free(host: str, port: int, shown_host: str) -> None:
+    """Refuse, by name and with what to do, an address this process cannot listen on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CommandError(
+                    f"{shown_host}:{port} is already in use: stop what serves there, or choose "
+                    f"another port (make run PORT={port + 1}, or rundashboard "
+                    f"{shown_host}:{port + 1})."
+                ) from exc
+            raise CommandError(f"cannot listen on {shown_host}:{port}: {exc.strerror}.") from exc

@@ -65,9 +65,13 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         call_command("migrate", verbosity=0)
         User = get_user_model()
-        owner, _ = User.objects.get_or_create(
+        owner, made = User.objects.get_or_create(
             username="demo", defaults={"email": "demo@example.com"}
         )
+        if made:
+            # The demo's owner runs the script; nobody signs in as it.
+            owner.set_unusable_password()
+            owner.save(update_fields=["password"])
         agent_builtins_ensure(owner=owner)
         ledger = Agent.objects.filter(owner=owner, handle="ledger").first()
         if ledger is None:
