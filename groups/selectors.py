@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, QuerySet, TextField
+from django.db.models.functions import Cast, Length
 
 from garden.errors import is_row_id
 from garden.models import Approval, AttachmentData, Conversation, MemoryNote, Message
@@ -52,12 +54,21 @@ def room_conversation(*, group: Group, conversation_id: int | None = None) -> Co
 
 
 def room_messages(*, conversation: Conversation, after: int = 0) -> list[Message]:
-    """The thread's turns after seq ``after``, in order, one page at most."""
-    return list(
-        Message.objects.filter(conversation=conversation, seq__gt=after)
-        .select_related("speaker_agent")
-        .order_by("seq")[:ROOM_PAGE]
-    )
+    """The thread's turns after seq ``after``, in order, one page at most: ROOM_PAGE turns or
+    GARDEN_ROOM_PAGE_CHARS characters of content, whichever comes first (and always one turn,
+    so paging never stalls). The sizes are read first, so a page of large turns is never
+    loaded whole to be cut."""
+    turns = Message.objects.filter(conversation=conversation, seq__gt=after).order_by("seq")
+    sizes = turns.annotate(size=Length(Cast("content", TextField()))).values_list("seq", "size")
+    budget, total, last = settings.GARDEN_ROOM_PAGE_CHARS, 0, None
+    for seq, size in sizes[:ROOM_PAGE]:
+        total += size or 0
+        if last is not None and total > budget:
+            break
+        last = seq
+    if last is None:
+        return []
+    return list(turns.filter(seq__lte=last).select_related("speaker_agent"))
 
 
 def request_active(*, group: Group) -> GroupRequest | None:

@@ -310,3 +310,34 @@ def test_events_carry_the_payload_the_api_returns(
     [event] = [e for e in sent if e["type"] == "approval.decided"]
     assert event["approval"] == {k: v for k, v in decided.items() if k != "repeated"}
     assert event["approval"]["agent"]["handle"] == "ledger"
+
+
+def test_a_page_of_the_room_is_bounded_by_characters_and_paging_reaches_every_turn(
+    api, group, settings
+):
+    settings.GARDEN_ROOM_PAGE_CHARS = 250_000
+    for i in range(6):
+        request_create(group=group, text=f"{i} " + "x" * 100_000)
+    seen, after, pages = [], 0, 0
+    while True:
+        page = api.get(f"/api/groups/{group.pk}/messages?after={after}").json()
+        if not page["messages"]:
+            break
+        pages += 1
+        chars = sum(len(m["content"][0]["text"]) for m in page["messages"])
+        # A page holds what fits (or one turn larger than the budget on its own).
+        assert chars <= 250_000 or len(page["messages"]) == 1
+        seen += [m["seq"] for m in page["messages"]]
+        after = page["messages"][-1]["seq"]
+    assert seen == list(range(1, 7)), "every turn, once, in order"
+    assert pages == 3
+
+
+def test_a_turn_larger_than_a_page_still_comes_alone(api, group, settings):
+    settings.GARDEN_ROOM_PAGE_CHARS = 1_000
+    request_create(group=group, text="y" * 5_000)
+    request_create(group=group, text="short")
+    first = api.get(f"/api/groups/{group.pk}/messages").json()["messages"]
+    assert [m["seq"] for m in first] == [1]
+    second = api.get(f"/api/groups/{group.pk}/messages?after=1").json()["messages"]
+    assert [m["seq"] for m in second] == [2]
