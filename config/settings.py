@@ -475,6 +475,9 @@ GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", defa
 GARDEN_MAX_QUEUED_PER_GROUP = env.int("GARDEN_MAX_QUEUED_PER_GROUP", default=10)
 GARDEN_MAX_QUEUED_PER_OWNER = env.int("GARDEN_MAX_QUEUED_PER_OWNER", default=30)
 GARDEN_MAX_GROUPS_PER_OWNER = env.int("GARDEN_MAX_GROUPS_PER_OWNER", default=50)
+# One page of a room's transcript (GET …/messages) carries at most this many characters of
+# turns (and at most 500 turns); the page after it is one request away.
+GARDEN_ROOM_PAGE_CHARS = env.int("GARDEN_ROOM_PAGE_CHARS", default=2_000_000)
 # The largest room cap an owner may set on a group (characters of the room sent per call):
 # every member turn re-sends the room, so the cap is also a cost the operator bounds.
 GARDEN_MAX_ROOM_CAP_CHARS = env.int("GARDEN_MAX_ROOM_CAP_CHARS", default=400_000)
