@@ -15,6 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from garden import events
+from garden.errors import QuotaExceeded
 from garden.models import Agent
 from garden.providers import (
     ChatReply,
@@ -25,10 +26,12 @@ from garden.providers import (
     ReplyTooLarge,
     ToolCall,
 )
+from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.slots import call_slot
+from garden.tools import ToolOutcome
 from garden.transcript import blocks_to_json
-from groups import budget, row_locks, scheduling
+from groups import budget, row_locks, scheduling, tool_use
 from groups.asks import ask, begin_synthesis, member_finished, request_help, skip_member
 from groups.bounding import RoomTooLarge
 from groups.drafts import Draft
@@ -275,6 +278,7 @@ def _record(
     head = queue[0] if queue and not is_coordinator else None
 
     with fenced(room, consume=reservation, usage=reply.usage):
+        content, text = _within_turn_cap(room, speaker, content, reply.text)
         if not calls:
             append(
                 room,
@@ -283,14 +287,14 @@ def _record(
                 reply_to_call_id=(head.call_id or "") if head else "",
             )
             if head is not None:
-                return member_finished(room, speaker, queue, reply.text)
+                return member_finished(room, speaker, queue, text)
             finish(
                 room,
                 state=GroupRequest.State.COMPLETED,
                 outcome_code="SYNTHESIZED"
                 if purpose == CallReservation.Purpose.SYNTHESIS
                 else "CONCLUDED",
-                outcome=reply.text[:2000],
+                outcome=text[:2000],
             )
             return "completed"
         append(room, speaker=speaker, content=content)
@@ -316,6 +320,38 @@ def _record(
         room.request.queue = [c.to_json() for c in queue]
         room.request.save(update_fields=["queue", "updated_at"])
     return run_tools(room, speaker, queue, pending)
+
+
+def _within_turn_cap(
+    room: Room, speaker: Agent, content: list[dict], text: str
+) -> tuple[list[dict], str]:
+    """The turn's content and text within GARDEN_TURN_MAX_CHARS (caller is inside ``fenced``).
+
+    A reply whose text is longer is kept whole as an artifact of the thread, through the same
+    path as a tool's output too large to carry; the turn carries its first characters, a line
+    saying what was clipped, and a reference to the artifact, so what the thread pushes,
+    caches and copies into an ask's answer stays bounded."""
+    limit = settings.GARDEN_TURN_MAX_CHARS
+    if len(text) <= limit:
+        return content, text
+    try:
+        artifact = tool_use._keep_as_artifact(
+            room,
+            speaker,
+            None,
+            ToolOutcome(text),
+            title=f"@{speaker.handle}'s reply ({len(text):,} characters)",
+        )
+    except QuotaExceeded as refused:
+        artifact, where = None, f"not kept ({refused.code})"
+    else:
+        where = f"kept as artifact {artifact.pk}"
+    clipped = (
+        f"{text[:limit]}\n[{len(text) - limit:,} more characters clipped: the whole reply is "
+        f"{where}.]"
+    )
+    kept = [text_block(clipped)] + ([artifact_ref_block(artifact)] if artifact else [])
+    return kept + [b for b in content if b["type"] != "text"], clipped
 
 
 def _end_without_summary(room: Room, why: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from garden.models import Message
+from garden.models import Artifact, Message
 from garden.providers._http import reply_limit
 from garden.providers.types import ChatRequest
 from groups.models import CallReservation, GroupRequest
@@ -18,7 +18,7 @@ from groups.services.approvals import sweep_stranded
 from groups.services.requests import request_create
 from tests.conftest import _wait_until_worker_idle, wait_for
 from tests.groups.conftest import make_group
-from tests.groups.helpers import listen, next_events, on_server
+from tests.groups.helpers import listen, next_events, on_server, openai_reply
 from tests.groups.test_loop_budget import _run_inline
 
 PIECE = "x" * 1_000
@@ -140,3 +140,50 @@ def test_a_nested_json_reply_is_malformed_once_and_the_sweeper_calls_no_one_agai
     assert len(provider_server.requests) == 1
     request.refresh_from_db()
     assert request.state == "failed"
+
+
+@pytest.mark.django_db
+def test_a_reply_past_the_turn_cap_is_kept_as_an_artifact_and_its_turn_clipped(
+    group_factory, owner, provider_server, settings
+):
+    settings.GARDEN_TURN_MAX_CHARS = 5_000
+    whole = "".join(f"Line {i}: the figures as they stand. " for i in range(300))  # ~11,000
+    ask = {"name": "group.ask", "arguments": {"member": "ledger", "request": "All figures."}}
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ask]}},
+        ],
+        members={"ledger": []},
+    )
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    on_server(owner, ledger, provider_server)
+    provider_server.reply(200, openai_reply(whole))
+
+    request = request_create(group=group, text="Go.")
+    _run_inline(request)
+
+    assert request.state == "completed", request.outcome
+    turn = Message.objects.get(request=request, speaker_agent=ledger, kind="turn")
+    text, ref = turn.content
+    artifact = Artifact.objects.get(pk=int(ref["artifact_id"]))
+    assert ref == {
+        "type": "artifact_ref",
+        "artifact_id": str(artifact.pk),
+        "kind": "document",
+        "title": f"@ledger's reply ({len(whole):,} characters)",
+    }
+    assert artifact.content == whole and artifact.owner_id == owner.pk
+    assert text["text"].startswith(whole[:5_000])
+    assert text["text"].endswith(
+        f"[{len(whole) - 5_000:,} more characters clipped: the whole reply is kept as "
+        f"artifact {artifact.pk}.]"
+    )
+    # The coordinator's answer to its ask copies the clipped turn, not the whole reply.
+    answer = next(
+        b
+        for m in Message.objects.filter(request=request, speaker_agent=group.coordinator)
+        for b in m.content
+        if b["type"] == "tool_result"
+    )
+    assert whole not in answer["content"] and text["text"] in answer["content"]
