@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import artifacts, views
 
 urlpatterns = [
     path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
@@ -25,4 +25,6 @@ urlpatterns = [
         views.ConversationMessagesApi.as_view(),
         name="conversation-messages",
     ),
+    path("artifacts", artifacts.ArtifactListApi.as_view(), name="artifacts"),
+    path("artifacts/<int:artifact_id>", artifacts.ArtifactDetailApi.as_view(), name="artifact"),
 ]
