@@ -362,6 +362,9 @@ GARDEN_CHAT_MAX_TURNS = env.int("GARDEN_CHAT_MAX_TURNS", default=200)
 # Turns of group threads each worker process keeps parsed (groups/transcripts.py), so a step
 # reads only the turns it has not seen; about 1-2 KiB a turn.
 GARDEN_TRANSCRIPT_CACHE_TURNS = env.int("GARDEN_TRANSCRIPT_CACHE_TURNS", default=50_000)
+# ... and at most about this many bytes of their text (a thread larger than either is read
+# whole, not kept), so a few threads of long turns cannot fill a worker's memory.
+GARDEN_TRANSCRIPT_CACHE_BYTES = env.int("GARDEN_TRANSCRIPT_CACHE_BYTES", default=64_000_000)
 GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
 GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 # Files attached to an owner's message (multipart POST …/messages, garden/attachments.py): at

@@ -6,15 +6,19 @@ commit, so no reader sees a later seq before an earlier one. Rows of a thread on
 it with the thread (clear, purge) or when a rollover moves queued requests' turns to the next
 thread (the old one is closed and never stepped again). The cache holds at most
 GARDEN_TRANSCRIPT_CACHE_TURNS turns, least recently used threads first out; a thread larger
-than that is read whole, as before.
+than that is read whole, as before. It holds at most about GARDEN_TRANSCRIPT_CACHE_BYTES of
+their text too, counted as each row is read, so a few threads of long turns cannot fill a
+worker's memory.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -47,26 +51,55 @@ class _Row:
     kind: str
     addressed_agent_id: int | None
     reply_to_call_id: str | None
+    # About how many bytes the row holds (its text and arguments, plus the row itself).
+    size: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
 class _Held:
-    """A thread as this process holds it: its turns but activity lines, in seq order, and
-    the seq up to which every turn (activity lines included) has been seen."""
+    """A thread as this process holds it: its turns but activity lines, in seq order, the
+    seq up to which every turn (activity lines included) has been seen, and the rows' size."""
 
     rows: list[_Row]
     through: int
+    size: int = 0
 
 
 _threads: OrderedDict[int, _Held] = OrderedDict()
-_size = 0
+_size = 0  # turns held, all threads
+_bytes = 0  # their size, all threads
 _lock = threading.Lock()
+
+# What a row costs beside its text: the objects that hold it.
+_ROW_OVERHEAD = 400
 
 
 def _row(pk, seq, request, speaker, agent, body, kind, addressed, reply) -> _Row:
     return _Row(
-        pk, seq, request, speaker, agent, blocks_from_json(body), kind, addressed, reply or None
+        pk,
+        seq,
+        request,
+        speaker,
+        agent,
+        blocks_from_json(body),
+        kind,
+        addressed,
+        reply or None,
+        _weight(body),
     )
+
+
+def _weight(body: list[dict[str, Any]]) -> int:
+    """About how many bytes a row's content holds: its strings, and tool-call arguments as
+    their JSON."""
+    size = _ROW_OVERHEAD
+    for block in body:
+        for value in block.values():
+            if isinstance(value, str):
+                size += len(value)
+            elif isinstance(value, (dict, list)):
+                size += len(json.dumps(value))
+    return size
 
 
 def _read(conversation_id: int, since: int) -> list[_Row]:
@@ -94,13 +127,14 @@ def thread_rows(conversation_id: int, *, last_seq: int | None = None) -> list[_R
     # Read from the last turn already held, to check it is still the same row: a thread
     # whose rows went (deleted with it) starts afresh.
     fresh = _read(conversation_id, last)
+    size = held.size if held else 0
     if rows and (not fresh or fresh[0] != rows[-1]):
-        rows, fresh = [], _read(conversation_id, 0)
+        rows, fresh, size = [], _read(conversation_id, 0), 0
     elif rows:
         fresh = fresh[1:]
     rows = rows + fresh
     through = max(last_seq or 0, rows[-1].seq if rows else 0)
-    _hold(conversation_id, _Held(rows, through))
+    _hold(conversation_id, _Held(rows, through, size + sum(r.size for r in fresh)))
     return rows
 
 
@@ -129,14 +163,20 @@ def remember(conversation_id: int, messages: Sequence[Message]) -> None:
         for m in messages
         if m.kind != Message.Kind.ACTIVITY
     ]
-    _hold(conversation_id, _Held(held.rows + fresh, messages[-1].seq), expect=held)
+    _hold(
+        conversation_id,
+        _Held(held.rows + fresh, messages[-1].seq, held.size + sum(r.size for r in fresh)),
+        expect=held,
+    )
 
 
 def _hold(conversation_id: int, held: _Held, *, expect: _Held | None = None) -> None:
     """Keep ``held`` for the thread (with ``expect``, only if that is still what is held),
-    within GARDEN_TRANSCRIPT_CACHE_TURNS; a thread larger than that is not kept."""
-    global _size
+    within GARDEN_TRANSCRIPT_CACHE_TURNS and GARDEN_TRANSCRIPT_CACHE_BYTES, least recently
+    used threads out first; a thread larger than either is not kept."""
+    global _size, _bytes
     limit = settings.GARDEN_TRANSCRIPT_CACHE_TURNS
+    byte_limit = settings.GARDEN_TRANSCRIPT_CACHE_BYTES
     with _lock:
         known = _threads.get(conversation_id)
         if expect is not None and known is not expect:
@@ -144,24 +184,27 @@ def _hold(conversation_id: int, held: _Held, *, expect: _Held | None = None) -> 
         if known is not None:
             del _threads[conversation_id]
             _size -= len(known.rows)
-        if len(held.rows) <= limit:
+            _bytes -= known.size
+        if len(held.rows) <= limit and held.size <= byte_limit:
             _threads[conversation_id] = held
             _size += len(held.rows)
-            while _size > limit:
+            _bytes += held.size
+            while _size > limit or _bytes > byte_limit:
                 gone, evicted = _threads.popitem(last=False)
                 _views.pop(gone, None)
                 _size -= len(evicted.rows)
+                _bytes -= evicted.size
         else:
             _views.pop(conversation_id, None)
 
 
 def forget() -> None:
     """Drop every thread held (a database rolled back under a test reuses ids)."""
-    global _size
+    global _size, _bytes
     with _lock:
         _threads.clear()
         _views.clear()
-        _size = 0
+        _size = _bytes = 0
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,39 @@ def test_the_cache_holds_at_most_its_bound(group, group_factory, settings):
         assert [t for _, _, t in held(pk)] == [[c["text"]] for _, _, (c,) in whole(pk)]
 
 
+def test_the_cache_holds_at_most_its_bound_in_bytes(group, group_factory, settings):
+    """A few threads of long turns cannot fill a worker: the bytes held are bounded too, the
+    least recently used thread going first, and a thread larger than the bound is read whole
+    each time, never kept."""
+    settings.GARDEN_TRANSCRIPT_CACHE_BYTES = 60_000
+    long = "x" * 9_000
+    threads = []
+    for n in range(3):
+        other = group_factory(concierge_rules=[], members={f"m{n}": []})
+        conversation = group_conversation_open(group=other)
+        for i in range(2):
+            say(conversation.pk, f"{n}.{i} {long}")
+        threads.append(conversation.pk)
+        assert len(transcripts.thread_rows(conversation.pk)) == 2
+        held_bytes = sum(held.size for held in transcripts._threads.values())
+        assert held_bytes <= 60_000
+    # Three threads of about 18 KB each fit; a fourth pushes out the least recently used.
+    assert set(transcripts._threads) == set(threads)
+    fourth = group_conversation_open(group=group_factory(concierge_rules=[], members={}))
+    for i in range(2):
+        say(fourth.pk, f"4.{i} {long}")
+    transcripts.thread_rows(fourth.pk)
+    assert threads[0] not in transcripts._threads and fourth.pk in transcripts._threads
+    big = group_conversation_open(group=group)
+    for i in range(8):
+        say(big.pk, f"big {i} {long}")
+    assert len(transcripts.thread_rows(big.pk)) == 8, "larger than the bound: read whole"
+    assert big.pk not in transcripts._threads
+    assert sum(held.size for held in transcripts._threads.values()) <= 60_000
+    for pk in [*threads, fourth.pk]:
+        assert [t for _, _, t in held(pk)] == [[c["text"]] for _, _, (c,) in whole(pk)]
+
+
 def test_a_queued_owner_message_is_placed_where_its_request_starts(group):
     first = request_create(group=group, text="first")
     second = request_create(group=group, text="second")  # queued behind the first
