@@ -201,7 +201,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=GARDEN_LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "dashboard.logins.client_ip"
-AXES_LOCKOUT_TEMPLATE = "dashboard/login_locked.html"
+AXES_LOCKOUT_CALLABLE = "dashboard.logins.lockout_response"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
 
@@ -487,6 +487,10 @@ GARDEN_MAX_ROOM_CAP_CHARS = env.int("GARDEN_MAX_ROOM_CAP_CHARS", default=400_000
 GARDEN_MAX_AGENTS_PER_OWNER = env.int("GARDEN_MAX_AGENTS_PER_OWNER", default=100)
 GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = env.int("GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER", default=20)
 GARDEN_MAX_TOKENS_PER_OWNER = env.int("GARDEN_MAX_TOKENS_PER_OWNER", default=20)
+# Every access token expires: after the days its owner chose, at most GARDEN_TOKEN_MAX_DAYS,
+# or GARDEN_TOKEN_DEFAULT_DAYS when they chose none. Making one needs the current password.
+GARDEN_TOKEN_DEFAULT_DAYS = env.int("GARDEN_TOKEN_DEFAULT_DAYS", default=90)
+GARDEN_TOKEN_MAX_DAYS = env.int("GARDEN_TOKEN_MAX_DAYS", default=366)
 GARDEN_MAX_MISSIONS_PER_OWNER = env.int("GARDEN_MAX_MISSIONS_PER_OWNER", default=20)
 GARDEN_MIN_MISSION_INTERVAL_SECONDS = env.int(
     "GARDEN_MIN_MISSION_INTERVAL_SECONDS", default=300 if PRODUCTION else 60

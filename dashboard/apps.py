@@ -5,3 +5,8 @@ class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Dashboard"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from dashboard import receivers
+
+        receivers.connect()

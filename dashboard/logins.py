@@ -6,7 +6,8 @@ from __future__ import annotations
 import ipaddress
 
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
+from django.shortcuts import render
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -22,3 +23,30 @@ def client_ip(request: HttpRequest) -> str | None:
         except ValueError:
             pass  # no address, or not one: count by the connection's
     return request.META.get("REMOTE_ADDR") or None
+
+
+def lockout_response(request: HttpRequest, original_response=None, credentials=None):
+    """What a locked-out sign-in answers (429 LOGIN_LOCKED): the API's error shape on /api/
+    (a token's password check), the lockout page elsewhere."""
+    limit = settings.AXES_FAILURE_LIMIT
+    cool_off = settings.AXES_COOLOFF_TIME
+    message = (
+        f"Too many wrong passwords ({limit}): signing in is locked for {cool_off} after the "
+        "last attempt, even with the right password."
+    )
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {
+                "code": "LOGIN_LOCKED",
+                "message": message,
+                "errors": [{"field": "password", "code": "LOGIN_LOCKED", "message": message}],
+            },
+            status=429,
+        )
+    username = (credentials or {}).get("username") or request.POST.get("username", "")
+    return render(
+        request,
+        "dashboard/login_locked.html",
+        {"failure_limit": limit, "cooloff_timedelta": cool_off, "username": username[:150]},
+        status=429,
+    )

@@ -263,5 +263,14 @@ class AccessTokenCreatedOutput(AccessTokenOutput):
 class AccessTokenInput(serializers.Serializer):
     name = serializers.CharField(max_length=100, help_text="What it is for, e.g. 'CI'.")
     expires_in_days = serializers.IntegerField(
-        required=False, allow_null=True, default=None, help_text="1 to 366; none: until revoked."
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="1 to GARDEN_TOKEN_MAX_DAYS (366); none: GARDEN_TOKEN_DEFAULT_DAYS (90).",
+    )
+    password = serializers.CharField(
+        max_length=4096,
+        write_only=True,
+        trim_whitespace=False,
+        help_text="Your current password: a session alone cannot make a token.",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import authenticate
 from django.db import IntegrityError, transaction
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -295,6 +296,28 @@ def _no_token_minting(request: Request) -> None:
         )
 
 
+def _password_confirmed(request: Request, password: str) -> None:
+    """The signed-in person typed their current password again. It is a sign-in like any
+    other: a wrong one counts toward the login lockout, and while locked even the right one is
+    refused (LOGIN_LOCKED, 429)."""
+    django_request = request._request
+    user = authenticate(django_request, username=request.user.get_username(), password=password)
+    if getattr(django_request, "axes_locked_out", False):
+        raise ApiError(
+            "LOGIN_LOCKED",
+            "Too many wrong passwords: signing in is locked for a while.",
+            field="password",
+            status_code=status.HTTP_429_TOO_MANY_REQUESTS,
+        )
+    if user is None or user.pk != request.user.pk:
+        raise ApiError(
+            "PASSWORD_INCORRECT",
+            "That is not your current password.",
+            field="password",
+            status_code=status.HTTP_403_FORBIDDEN,
+        )
+
+
 class AccessTokenListCreateApi(APIView):
     @extend_schema(responses=AccessTokenOutput(many=True), description="Your live tokens.")
     def get(self, request: Request) -> Response:
@@ -305,13 +328,17 @@ class AccessTokenListCreateApi(APIView):
     @extend_schema(
         request=AccessTokenInput,
         responses={201: AccessTokenCreatedOutput},
-        description="Make a token; the response carries it this once (only its hash is kept).",
+        description="Make a token; the response carries it this once (only its hash is kept). "
+        "Needs your current password (403 PASSWORD_INCORRECT; 429 LOGIN_LOCKED after too many "
+        "wrong ones). Every token expires: after expires_in_days, 90 days by default.",
     )
     def post(self, request: Request) -> Response:
         _no_token_minting(request)
         data = AccessTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
-        made = token_create(owner=request.user, **data.validated_data)
+        v = dict(data.validated_data)
+        _password_confirmed(request, v.pop("password"))
+        made = token_create(owner=request.user, **v)
         made.token.token = made.secret
         return Response(AccessTokenCreatedOutput(made.token).data, status=status.HTTP_201_CREATED)
 

@@ -19,7 +19,6 @@ from garden.quotas import quota_hold
 # "gdn_" says what it is (a secret scanner can match it); 32 random bytes say the rest.
 TOKEN_PREFIX = "gdn_"
 PREFIX_CHARS = 12
-MAX_LIFETIME_DAYS = 366
 # Writing last_used_at on every request would make each call a write; a minute is plenty.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -39,13 +38,19 @@ def token_hash(secret: str) -> str:
 def token_create(
     *, owner: AbstractBaseUser, name: str, expires_in_days: int | None = None
 ) -> MadeToken:
+    """Make a token for ``owner``. Every token expires: after ``expires_in_days`` (1 to
+    GARDEN_TOKEN_MAX_DAYS), or GARDEN_TOKEN_DEFAULT_DAYS when none is given. The caller has
+    made sure a signed-in person asked for it, with their password (garden.api.views)."""
     name = name.strip()
     if not name:
         raise ServiceError("NAME_REQUIRED", "Give the token a name.", field="name")
-    if expires_in_days is not None and not 1 <= expires_in_days <= MAX_LIFETIME_DAYS:
+    longest = settings.GARDEN_TOKEN_MAX_DAYS
+    if expires_in_days is None:
+        expires_in_days = min(settings.GARDEN_TOKEN_DEFAULT_DAYS, longest)
+    if not 1 <= expires_in_days <= longest:
         raise ServiceError(
             "INVALID_EXPIRY",
-            f"A token lasts 1 to {MAX_LIFETIME_DAYS} days, or until revoked.",
+            f"A token lasts 1 to {longest} days.",
             field="expires_in_days",
         )
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
@@ -56,9 +61,7 @@ def token_create(
             name=name[:100],
             prefix=secret[:PREFIX_CHARS],
             token_hash=token_hash(secret),
-            expires_at=(
-                timezone.now() + timedelta(days=expires_in_days) if expires_in_days else None
-            ),
+            expires_at=timezone.now() + timedelta(days=expires_in_days),
         )
         quota_hold(
             owner_id=owner.pk,
@@ -79,6 +82,14 @@ def token_revoke(*, token: AccessToken) -> None:
     )
 
 
+def token_revoke_all(*, owner: AbstractBaseUser) -> int:
+    """Revoke every live token of ``owner`` (their password changed, or their account was
+    deactivated); how many were revoked."""
+    return AccessToken.objects.filter(owner=owner, revoked_at__isnull=True).update(
+        revoked_at=timezone.now()
+    )
+
+
 def token_authenticate(secret: str) -> tuple[AccessToken | None, str]:
     """The live token ``secret`` names and "", or None and why not (TOKEN_INVALID,
     TOKEN_REVOKED, TOKEN_EXPIRED). Marks it used, at most once a minute."""
@@ -92,7 +103,11 @@ def token_authenticate(secret: str) -> tuple[AccessToken | None, str]:
     now = timezone.now()
     if token.revoked_at is not None:
         return None, "TOKEN_REVOKED"
-    if token.expires_at is not None and token.expires_at <= now:
+    # A token made before every token had a lifetime lasts the longest lifetime from its making.
+    expires_at = token.expires_at or token.created_at + timedelta(
+        days=settings.GARDEN_TOKEN_MAX_DAYS
+    )
+    if expires_at <= now:
         return None, "TOKEN_EXPIRED"
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         AccessToken.objects.filter(pk=token.pk).update(last_used_at=now)

@@ -16,6 +16,8 @@ from tests.dashboard.helpers import teammate
 
 pytestmark = pytest.mark.django_db
 
+PW = "pw-owner-123"  # the owner's password (tests/conftest.py)
+
 
 def bearer(token: str) -> APIClient:
     client = APIClient(enforce_csrf_checks=True)
@@ -25,7 +27,7 @@ def bearer(token: str) -> APIClient:
 
 @pytest.fixture
 def made(api):
-    response = api.post("/api/tokens", {"name": "CI", "expires_in_days": 30})
+    response = api.post("/api/tokens", {"name": "CI", "expires_in_days": 30, "password": PW})
     assert response.status_code == 201, response.content
     return response.json()
 
@@ -92,7 +94,7 @@ def test_revoked_and_expired_tokens_are_refused_by_name(api, made):
     assert api.delete(f"/api/tokens/{made['id']}").status_code == 404
     assert api.get("/api/tokens").json() == []
 
-    other = api.post("/api/tokens", {"name": "Old"}).json()
+    other = api.post("/api/tokens", {"name": "Old", "password": PW}).json()
     AccessToken.objects.filter(pk=other["id"]).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
@@ -104,7 +106,7 @@ def test_a_token_cannot_make_or_revoke_tokens(made):
     script = bearer(made["token"])
     for response in (
         script.get("/api/tokens"),
-        script.post("/api/tokens", {"name": "more"}, format="json"),
+        script.post("/api/tokens", {"name": "more", "password": PW}, format="json"),
         script.delete(f"/api/tokens/{made['id']}"),
     ):
         assert response.status_code == 403
@@ -127,8 +129,13 @@ def test_another_owners_token_is_not_revoked(api, stranger):
         ({}, "name", "required"),
         ({"name": "   "}, "name", "blank"),
         ({"name": "x" * 101}, "name", "max_length"),
-        ({"name": "CI", "expires_in_days": 0}, "expires_in_days", "INVALID_EXPIRY"),
-        ({"name": "CI", "expires_in_days": 367}, "expires_in_days", "INVALID_EXPIRY"),
+        ({"name": "CI", "expires_in_days": 0, "password": PW}, "expires_in_days", "INVALID_EXPIRY"),
+        (
+            {"name": "CI", "expires_in_days": 367, "password": PW},
+            "expires_in_days",
+            "INVALID_EXPIRY",
+        ),
+        ({"name": "CI"}, "password", "required"),
     ],
 )
 def test_bad_token_requests_are_named_and_make_nothing(api, payload, field, code):
@@ -140,9 +147,9 @@ def test_bad_token_requests_are_named_and_make_nothing(api, payload, field, code
 
 def test_the_token_limit_holds(api, settings):
     settings.GARDEN_MAX_TOKENS_PER_OWNER = 2
-    assert api.post("/api/tokens", {"name": "a"}).status_code == 201
-    assert api.post("/api/tokens", {"name": "b"}).status_code == 201
-    refused = api.post("/api/tokens", {"name": "c"})
+    assert api.post("/api/tokens", {"name": "a", "password": PW}).status_code == 201
+    assert api.post("/api/tokens", {"name": "b", "password": PW}).status_code == 201
+    refused = api.post("/api/tokens", {"name": "c", "password": PW})
     assert (refused.status_code, refused.json()["code"]) == (409, "TOKEN_LIMIT")
     assert AccessToken.objects.count() == 2
 
@@ -164,3 +171,84 @@ def test_staff_revoke_a_leaked_token_in_the_admin(client, django_user_model, own
     assert made.token.revoked_at is not None
     refused = bearer(made.secret).get("/api/groups")
     assert refused.json()["code"] == "TOKEN_REVOKED"
+
+
+def test_making_a_token_needs_the_current_password(api):
+    for wrong in ({"name": "CI", "password": "not-it"}, {"name": "CI", "password": ""}):
+        refused = api.post("/api/tokens", wrong)
+        assert refused.status_code in (400, 403)
+        assert refused.json()["errors"][0]["field"] == "password"
+    refused = api.post("/api/tokens", {"name": "CI", "password": "not-it"})
+    assert (refused.status_code, refused.json()["code"]) == (403, "PASSWORD_INCORRECT")
+    assert not AccessToken.objects.exists()
+    assert api.post("/api/tokens", {"name": "CI", "password": PW}).status_code == 201
+
+
+def test_guessing_the_password_for_a_token_is_locked_out(api, settings):
+    settings.AXES_FAILURE_LIMIT = 5
+    codes = [
+        api.post("/api/tokens", {"name": "CI", "password": f"guess-{n}"}).json()["code"]
+        for n in range(8)
+    ]
+    assert codes == ["PASSWORD_INCORRECT"] * 4 + ["LOGIN_LOCKED"] * 4
+    locked = api.post("/api/tokens", {"name": "CI", "password": PW})
+    assert (locked.status_code, locked.json()["code"]) == (429, "LOGIN_LOCKED")
+    assert locked.json()["errors"][0]["field"] == "password"
+    assert not AccessToken.objects.exists()
+
+
+def test_a_token_without_a_lifetime_gets_the_default_one(api, settings):
+    settings.GARDEN_TOKEN_DEFAULT_DAYS = 90
+    made = api.post("/api/tokens", {"name": "CI", "password": PW}).json()
+    expires = AccessToken.objects.get(pk=made["id"]).expires_at
+    assert made["expires_at"] is not None
+    assert timedelta(days=89) < expires - timezone.now() <= timedelta(days=90)
+    # A token from before every token had a lifetime lasts the longest one from its making.
+    AccessToken.objects.filter(pk=made["id"]).update(
+        expires_at=None, created_at=timezone.now() - timedelta(days=settings.GARDEN_TOKEN_MAX_DAYS)
+    )
+    refused = bearer(made["token"]).get("/api/groups")
+    assert (refused.status_code, refused.json()["code"]) == (401, "TOKEN_EXPIRED")
+
+
+def test_a_password_change_revokes_every_token(api, owner, made, stranger):
+    from garden.services.tokens import token_create
+
+    theirs = token_create(owner=stranger, name="theirs").secret
+    script = bearer(made["token"])
+    assert script.get("/api/groups").status_code == 200
+    owner.set_password("a-brand-new-passphrase")
+    owner.save()
+    refused = script.get("/api/groups")
+    assert (refused.status_code, refused.json()["code"]) == (401, "TOKEN_REVOKED")
+    assert bearer(theirs).get("/api/groups").status_code == 200  # another owner's stays
+
+
+def test_a_password_change_in_the_admin_revokes_the_tokens(client, django_user_model, made):
+    staff = django_user_model.objects.create_superuser(username="staffer", password="pw-staff-1")
+    client.force_login(staff)
+    owner = AccessToken.objects.get(pk=made["id"]).owner
+    response = client.post(
+        f"/admin/auth/user/{owner.pk}/password/",
+        {"password1": "another-long-passphrase", "password2": "another-long-passphrase"},
+    )
+    assert response.status_code == 302, response.content.decode()[:1000]
+    assert AccessToken.objects.get(pk=made["id"]).revoked_at is not None
+
+
+def test_a_sign_in_that_upgrades_the_hash_is_not_a_password_change(made, owner, settings):
+    from django.contrib.auth.hashers import make_password
+
+    # Stored with a hasher the site no longer prefers: the next check re-hashes and saves it.
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "django.contrib.auth.hashers.ScryptPasswordHasher",
+    ]
+    type(owner).objects.filter(pk=owner.pk).update(
+        password=make_password("pw-owner-123", hasher="scrypt")
+    )
+    owner.refresh_from_db()
+    assert owner.check_password("pw-owner-123")
+    owner.refresh_from_db()
+    assert owner.password.startswith("md5$")  # upgraded
+    assert bearer(made["token"]).get("/api/groups").status_code == 200

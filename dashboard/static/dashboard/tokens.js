@@ -1,4 +1,5 @@
-// The access tokens page: make one (POST /api/tokens; the token is shown once), revoke one.
+// The access tokens page: make one (POST /api/tokens with the current password; the token is
+// shown once), revoke one.
 "use strict";
 
 (function () {
@@ -15,7 +16,9 @@
     const result = await api("POST", "/api/tokens", {
       name: form.elements.name.value.trim(),
       expires_in_days: days ? Number(days) : null,
+      password: form.elements.password.value,
     });
+    form.elements.password.value = "";
     submit.disabled = false;
     showErrors(form, result.ok ? [] : errorsOf(result));
     if (!result.ok) return;
