@@ -1,8 +1,8 @@
 """The dashboard's admin site: any active signed-in person, for their own agents and groups.
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
-agents page, an agent's page, the model accounts, the access tokens, the Telegram link and a
-group's room, all reads scoped to the signed-in owner.
+agents page, an agent's page, the model accounts, the access tokens, the documents, the
+Telegram link and a group's room, all reads scoped to the signed-in owner.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class DashboardSite(admin.AdminSite):
             path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
             path("accounts/", self.admin_view(views.accounts), name="accounts"),
             path("tokens/", self.admin_view(views.tokens), name="tokens"),
+            path("documents/", self.admin_view(views.documents), name="documents"),
             path("telegram/", self.admin_view(views.telegram), name="telegram"),
             path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
             path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),

@@ -16,11 +16,13 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 
 from dashboard import selectors
+from garden.api.artifacts import artifact_payload
 from garden.attachments import ACCEPT, IMAGE_TYPES
 from garden.credentials import credentials_for
 from garden.models import AccessToken, Agent, ModelAccount
 from garden.selectors import account_key_status, agent_list, model_account_list
 from garden.services.agents import agent_next_colour, assignable_tools
+from garden.storage import owner_artifacts, storage_usage
 from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.rules import ROOM_CAP_MIN_CHARS
 from groups.selectors import group_get, group_list
@@ -170,6 +172,26 @@ def tokens(request: HttpRequest) -> HttpResponse:
             request,
             title="Access tokens",
             tokens=AccessToken.objects.filter(owner=request.user, revoked_at__isnull=True),
+        ),
+    )
+
+
+DOCUMENTS_SHOWN = 200
+
+
+def documents(request: HttpRequest) -> HttpResponse:
+    """The owner's documents, newest first, with Delete (DELETE /api/artifacts/:id from the
+    page's script), and their storage against GARDEN_MAX_STORAGE_BYTES_PER_OWNER."""
+    rows = list(owner_artifacts(owner_id=request.user.pk)[: DOCUMENTS_SHOWN + 1])
+    return TemplateResponse(
+        request,
+        "dashboard/documents.html",
+        _context(
+            request,
+            title="Documents",
+            artifacts=[artifact_payload(a) for a in rows[:DOCUMENTS_SHOWN]],
+            more=len(rows) > DOCUMENTS_SHOWN,
+            usage=storage_usage(owner_id=request.user.pk).to_json(),
         ),
     )
 
