@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import Tags, Warning, register
+
+from garden.egress import METADATA_NETWORKS, Network, parse_allowlist
 
 
 @register(Tags.security, deploy=True)
@@ -29,19 +32,136 @@ def check_shared_site(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
                 id="garden.W002",
             )
         )
-    for name in ("GARDEN_EGRESS_ALLOW", "GARDEN_EGRESS_ALLOW_PROVIDERS"):
-        for entry in getattr(settings, name):
-            try:
-                network = ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
-            except ValueError:
-                continue
-            if network.prefixlen < (8 if network.version == 4 else 16):
-                found.append(
-                    Warning(
-                        f"{name} allows {entry}: most of the internal network is reachable by "
-                        "what owners configure.",
-                        hint="Name the hosts or small networks needed.",
-                        id="garden.W003",
-                    )
+    found += egress_allowlist_warnings()
+    return found
+
+
+_ALLOWLISTS = (
+    "GARDEN_EGRESS_ALLOW",
+    "GARDEN_EGRESS_ALLOW_PROVIDERS",
+    "GARDEN_EGRESS_ALLOW_TELEGRAM",
+)
+_LOOPBACK: tuple[Network, ...] = (
+    ipaddress.ip_network("127.0.0.0/8"),
+    ipaddress.ip_network("0.0.0.0/32"),
+    ipaddress.ip_network("::1/128"),
+    ipaddress.ip_network("::/128"),
+)
+_LINK_LOCAL: tuple[Network, ...] = (
+    ipaddress.ip_network("169.254.0.0/16"),
+    ipaddress.ip_network("fe80::/10"),
+)
+# Names that are the machine itself or a metadata service wherever garden runs.
+_LOOPBACK_NAMES = ("localhost",)
+_METADATA_NAMES = ("metadata.google.internal", "metadata.goog", "instance-data")
+
+
+def _v6_forms(network: Network) -> tuple[Network, ...]:
+    """``network`` and, for IPv4, the IPv6 networks that carry it (mapped, NAT64), which the
+    policy unwraps to the same addresses."""
+    if network.version == 6:
+        return (network,)
+    base, length = int(network.network_address), network.prefixlen + 96
+    return (
+        network,
+        ipaddress.IPv6Network((0xFFFF00000000 | base, length)),
+        ipaddress.IPv6Network((0x0064FF9B << 96 | base, length)),
+    )
+
+
+def _touches(network: Network, classes: tuple[Network, ...]) -> bool:
+    return any(
+        network.overlaps(form)
+        for cls in classes
+        for form in _v6_forms(cls)
+        if form.version == network.version
+    )
+
+
+def _entry_warnings(reach: str, entry: str) -> list[Warning]:
+    """What is dangerous about one allowlist entry (it parsed: start-up refuses junk);
+    ``reach`` names where it comes from."""
+    allow = parse_allowlist([entry])
+    found: list[Warning] = []
+    for network, _port in allow.networks:
+        if network.prefixlen < (8 if network.version == 4 else 16):
+            found.append(
+                Warning(
+                    f"{reach}: most of the internal network (or all of it) is reachable by "
+                    "what owners configure.",
+                    hint="Name the hosts or small networks needed.",
+                    id="garden.W003",
                 )
+            )
+        if _touches(network, METADATA_NETWORKS):
+            found.append(
+                Warning(
+                    f"{reach}, which holds a cloud metadata address: what owners configure "
+                    "could read the machine's cloud credentials.",
+                    hint="Remove it; no model server or tool lives at a metadata address.",
+                    id="garden.W004",
+                )
+            )
+        elif _touches(network, _LINK_LOCAL):
+            found.append(
+                Warning(
+                    f"{reach}, which holds link-local addresses (where metadata services and "
+                    "unconfigured devices answer).",
+                    hint="Name the one address needed, or remove it.",
+                    id="garden.W006",
+                )
+            )
+        if _touches(network, _LOOPBACK):
+            found.append(
+                Warning(
+                    f"{reach}, which holds loopback addresses: what owners configure could "
+                    "reach every service on the machine garden runs on (its database, Redis).",
+                    hint="Allow the one address and port of the local model server "
+                    "(127.0.0.1:11434), not the machine.",
+                    id="garden.W005",
+                )
+            )
+    names = [h for h, _ in allow.hosts] + [s.lstrip(".") for s, _ in allow.suffixes]
+    for name in names:
+        if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+            found.append(
+                Warning(
+                    f"{reach}, a loopback name; it opens the machine itself only if the "
+                    "address is allowed too.",
+                    hint="Allow the address and port of the local server (127.0.0.1:11434).",
+                    id="garden.W005",
+                )
+            )
+        if name in _METADATA_NAMES:
+            found.append(
+                Warning(
+                    f"{reach}, a cloud metadata service's name.",
+                    hint="Remove it; no model server or tool lives there.",
+                    id="garden.W004",
+                )
+            )
+    return found
+
+
+def egress_allowlist_warnings() -> list[Warning]:
+    """Every egress allowlist entry that opens too much, and a Bot API URL at a loopback,
+    link-local or metadata address (which only an allowlist entry would let through)."""
+    found: list[Warning] = []
+    for setting in _ALLOWLISTS:
+        for entry in getattr(settings, setting):
+            if entry.strip():
+                found += _entry_warnings(f"{setting} allows {entry.strip()}", entry)
+    url = settings.GARDEN_TELEGRAM_API_URL
+    host = (urlsplit(url).hostname or "").rstrip(".")
+    try:
+        ipaddress.ip_address(host)
+        literal = True
+    except ValueError:
+        literal = False
+    if literal or host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+        found += [
+            w
+            for w in _entry_warnings(f"GARDEN_TELEGRAM_API_URL is {url}", host)
+            if w.id != "garden.W003"
+        ]
     return found

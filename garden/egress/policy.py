@@ -73,14 +73,32 @@ class Allowlist:
 
 
 def _split_port(entry: str) -> tuple[str, int | None]:
-    """``host:port``, ``[v6]:port`` or ``10.0.0.0/8:port``; a bare IPv6 address keeps its colons."""
+    """``host:port``, ``[v6]:port``, ``[v6]/len``, ``[v6]/len:port`` or ``10.0.0.0/8:port``; a
+    bare IPv6 address or network keeps its colons. Raises ValueError on anything else after a
+    bracket (``[::]x``), so no entry is read as less than it says."""
     if entry.startswith("["):
-        inside, _, rest = entry[1:].partition("]")
-        return inside, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+        inside, closed, rest = entry[1:].partition("]")
+        if not closed:
+            raise ValueError(f"an unclosed bracket: {entry!r}")
+        prefix, colon, port = rest.partition(":")
+        if prefix and not (prefix.startswith("/") and prefix[1:].isdigit()):
+            raise ValueError(f"not an address, network or port after the bracket: {entry!r}")
+        if colon and not port.isdigit():
+            raise ValueError(f"not a port: {entry!r}")
+        return inside + prefix, int(port) if colon else None
     head, sep, tail = entry.rpartition(":")
     if sep and tail.isdigit() and ":" not in head:
         return head, int(tail)
     return entry, None
+
+
+def _numeric_label(name: str) -> bool:
+    """Whether the last label reads as a number (``2130706433``, ``0x7f``, ``1.2.3.999``): a
+    URL parser and the resolver read such a host as an IPv4 address, not a name."""
+    last = name.rstrip(".").rsplit(".", 1)[-1]
+    return last.isdigit() or (
+        last.startswith("0x") and all(c in "0123456789abcdef" for c in last[2:])
+    )
 
 
 def parse_allowlist(entries: Sequence[str]) -> Allowlist:
@@ -93,7 +111,10 @@ def parse_allowlist(entries: Sequence[str]) -> Allowlist:
         entry = raw.strip().lower()
         if not entry:
             continue
-        value, port = _split_port(entry)
+        try:
+            value, port = _split_port(entry)
+        except ValueError as exc:
+            raise ValueError(f"not a host name, address or network: {raw!r} ({exc})") from None
         if port is not None and not 0 < port < 65536:
             raise ValueError(f"not a port: {raw!r}")
         try:
@@ -102,7 +123,7 @@ def parse_allowlist(entries: Sequence[str]) -> Allowlist:
         except ValueError:
             pass
         name = value[2:] if value.startswith("*.") else value
-        if not _HOST_NAME.match(name.rstrip(".")):
+        if not _HOST_NAME.match(name.rstrip(".")) or _numeric_label(name):
             raise ValueError(f"not a host name, address or network: {raw!r}")
         if value.startswith("*."):
             suffixes.append(("." + name.rstrip("."), port))
