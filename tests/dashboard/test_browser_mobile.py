@@ -1,0 +1,99 @@
+"""The room on a phone (390 x 844): pinned like the desktop's — the header and the composer stay
+in view, only the transcript scrolls, it opens at the latest turn (or the approval waiting) —
+and nothing is wider than the screen, whatever the request is doing."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.dashboard.conftest import assert_accessible, open_room, send
+from tests.dashboard.helpers import SPENDING, household, say, team_with_scribe
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
+
+PHONE = {"width": 390, "height": 844}
+
+
+def on_phone(open_page, owner, group):
+    page = open_room(open_page, owner, group)
+    page.set_viewport_size(PHONE)
+    return page
+
+
+def assert_fits(page) -> None:
+    """No sideways scrolling, the page itself does not scroll, and Send is on screen (and Stop,
+    when it shows)."""
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= PHONE["width"], f"the page is {width} px wide"
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height <= PHONE["height"], f"the page scrolls: {height} px tall"
+    for name in ("Send", "Stop"):
+        button = page.get_by_role("button", name=name, exact=True)
+        if button.is_visible():
+            box = button.bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name
+            assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], name
+
+
+def transcript_at_end(page) -> bool:
+    return page.evaluate(
+        "(() => { const t = document.getElementById('transcript');"
+        " return t.scrollHeight - t.scrollTop - t.clientHeight < 80; })()"
+    )
+
+
+def test_a_long_room_opens_at_its_latest_turn_with_the_composer_in_view(
+    open_page, owner, live_worker
+):
+    group = household(owner)
+    for i in range(40):
+        say(group, text=f"Turn {i}: " + "a longer line of the discussion " * 4)
+    page = on_phone(open_page, owner, group)
+    expect(page.locator("#transcript li").last).to_contain_text("Turn 39")
+    expect(page.locator("#transcript li").last).to_be_in_viewport()
+    assert transcript_at_end(page)
+    assert_fits(page)
+    expect(page.get_by_label("Message to the group")).to_be_in_viewport()
+    assert_accessible(page)
+
+
+def test_while_an_agent_works_stop_and_send_stay_on_screen(open_page, owner, live_worker):
+    group = household(owner, ledger_delay=3)
+    page = on_phone(open_page, owner, group)
+    send(page, SPENDING)
+    expect(page.locator("#budget .working")).to_contain_text("Ledger")
+    expect(page.locator("#budget .working-time")).to_contain_text(" s")
+    assert_fits(page)
+    # "· 1 s" stays on one line.
+    time_box = page.locator("#budget .working-time").bounding_box()
+    assert time_box["height"] < 30
+    page.get_by_role("button", name="Stop", exact=True).click()
+    expect(page.locator("#budget")).to_contain_text("Stopped")
+    assert_fits(page)
+
+
+def test_a_waiting_approval_is_in_view_when_the_room_opens(open_page, owner, live_worker):
+    group = team_with_scribe(owner)
+    for i in range(30):
+        say(group, text=f"Earlier turn {i}.")
+    page = on_phone(open_page, owner, group)
+    send(page, "@scribe write it down")
+    card = page.locator(".approval")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    assert_fits(page)
+    page.reload()
+    page.set_viewport_size(PHONE)
+    expect(card.get_by_role("button", name="Approve")).to_be_in_viewport()
+    assert_fits(page)
+
+
+def test_a_queued_message_fits_too(open_page, owner, live_worker):
+    group = household(owner, ledger_delay=3)
+    page = on_phone(open_page, owner, group)
+    send(page, SPENDING)
+    expect(page.locator("#budget .working")).to_contain_text("Ledger")
+    send(page, "@ledger and exclude the reimbursement")
+    expect(page.locator(".tag--queued")).to_be_visible()
+    assert_fits(page)
+    expect(page.locator("#budget")).to_contain_text("Completed", timeout=30_000)
