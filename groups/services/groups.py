@@ -295,8 +295,10 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
 
     Each goes with its conversations and everything that cascades from them (messages,
     requests, reservations, approvals), its member rows, the row itself, and the notes and
-    preferences of its memory scope. Its agents are never touched; artifacts keep their row
-    (their conversation link is cleared by SET_NULL).
+    preferences of its memory scope. Its agents are never touched; documents its agents
+    made keep their row (their conversation link is cleared by SET_NULL) and stay in the
+    owner's documents list (GET /api/artifacts, as "no conversation"), counted in their
+    storage and deletable there, so nothing is left that only staff could see.
     """
     cutoff = (now or timezone.now()) - UNDO_WINDOW
     due = Group.objects.filter(deleted_at__lt=cutoff)
@@ -343,7 +345,8 @@ def group_clear(*, group: Group) -> int:
     Messages, requests and reservations go with the conversations, and so does the summary a
     rollover carried forward (it lives on the thread it starts). Approvals stay, decided and
     detached, so a late decision on any surface is told it was already decided. The group, its
-    members, its coordinator and its memory scope stay; artifacts keep their row.
+    members, its coordinator and its memory scope stay; documents its agents made keep their
+    row, without a thread, in the owner's documents list (counted and deletable there).
     """
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
