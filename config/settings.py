@@ -365,6 +365,9 @@ GARDEN_TRANSCRIPT_CACHE_TURNS = env.int("GARDEN_TRANSCRIPT_CACHE_TURNS", default
 # ... and at most about this many bytes of their text (a thread larger than either is read
 # whole, not kept), so a few threads of long turns cannot fill a worker's memory.
 GARDEN_TRANSCRIPT_CACHE_BYTES = env.int("GARDEN_TRANSCRIPT_CACHE_BYTES", default=64_000_000)
+# Room websockets one person may have open at once in each web process (each holds a consumer
+# and a channel-layer subscription); the next is closed with 4429.
+GARDEN_MAX_SOCKETS_PER_USER = env.int("GARDEN_MAX_SOCKETS_PER_USER", default=20)
 GARDEN_API_MAX_BODY_BYTES = env.int("GARDEN_API_MAX_BODY_BYTES", default=1_000_000)
 GARDEN_API_MAX_JSON_DEPTH = env.int("GARDEN_API_MAX_JSON_DEPTH", default=32)
 # Files attached to an owner's message (multipart POST …/messages, garden/attachments.py): at

@@ -139,3 +139,49 @@ def test_another_sites_page_cannot_open_a_room(owner, settings, origin, opens):
         return connected
 
     assert async_to_sync(run)() is opens
+
+
+def test_a_person_has_at_most_the_cap_of_sockets_open_and_the_next_is_closed_4429(
+    owner, stranger, settings
+):
+    settings.GARDEN_MAX_SOCKETS_PER_USER = 2
+    group = household(owner)
+    theirs = household(stranger)
+    ping = {"type": "batch", "events": [{"type": "message.created", "seq": 1, "message": {}}]}
+
+    def socket(user, group_id):
+        communicator = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/groups/{group_id}/"
+        )
+        communicator.scope["user"] = user
+        return communicator
+
+    async def live(group_id, *communicators):
+        """Each of ``communicators`` is open and joined: an event of the group reaches it."""
+        await get_channel_layer().group_send(
+            f"group-{group_id}", {"type": "garden.event", "event": ping}
+        )
+        return [await c.receive_json_from(timeout=2) == ping for c in communicators]
+
+    async def run():
+        first, second, third = (socket(owner, group.pk) for _ in range(3))
+        for communicator in (first, second, third):
+            await communicator.connect()
+        refused = await third.receive_output(timeout=2)
+        opened = await live(group.pk, first, second)
+        # Another person's sockets are counted apart.
+        other = socket(stranger, theirs.pk)
+        await other.connect()
+        others = await live(theirs.pk, other)
+        # A socket that closes frees its place.
+        await first.disconnect()
+        again = socket(owner, group.pk)
+        await again.connect()
+        reopened = await live(group.pk, second, again)
+        for communicator in (second, other, again):
+            await communicator.disconnect()
+        return refused, opened, others, reopened
+
+    refused, opened, others, reopened = async_to_sync(run)()
+    assert refused == {"type": "websocket.close", "code": 4429}
+    assert opened == [True, True] and others == [True] and reopened == [True, True]

@@ -280,6 +280,8 @@
     });
     socket.addEventListener("close", (event) => {
       if (event.code === 4403) { setLive(false, "Not available"); return; }
+      // Too many rooms open at once for this account: no retry until the page is reloaded.
+      if (event.code === 4429) { setLive(false, "Too many rooms open — close one and reload"); return; }
       setLive(false, "Reconnecting…");
       setTimeout(connect, Math.min(5000, 250 * 2 ** retries++));
     });
