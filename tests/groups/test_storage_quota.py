@@ -5,14 +5,18 @@ owner's list, counted and deletable: nothing is left that the owner cannot see."
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from garden.models import Agent, Artifact, MemoryNote, Message
-from garden.storage import storage_usage
+from garden.services.conversations import conversation_create, messages_move
+from garden.storage import storage_usage, turn_bytes
+from garden.tools import ToolContext, run_tool
 from groups.models import GroupRequest
 from groups.services.groups import group_clear, group_delete, group_purge_expired
 from groups.services.requests import group_conversation_open, request_create
@@ -185,3 +189,60 @@ def test_after_a_purge_the_teams_documents_are_listed_and_deletable(api, owner):
     usage = storage_usage(owner_id=owner.pk)
     assert (usage.turns, usage.notes) == (0, 0), "the purge took the turns and notes along"
     assert_all_listed_and_deletable(api, owner, made)
+
+
+@pytest.mark.django_db
+def test_importing_a_note_past_the_limit_is_409_and_writes_nothing(api, owner, settings):
+    settings.GARDEN_MAX_STORAGE_BYTES_PER_OWNER = 10_000
+    group = writing_team(owner)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    note = MemoryNote.objects.create(owner=owner, scope=f"private:{ledger.pk}", text="Rent 1,400")
+    fill(owner, 9_990)
+    response = api.post(f"/api/groups/{group.pk}/memory/import", {"note": note.pk})
+    assert response.status_code == 409 and response.json()["code"] == "STORAGE_FULL"
+    assert list(MemoryNote.objects.values_list("pk", flat=True)) == [note.pk]
+    assert not Message.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_rollover_moves_a_queued_requests_bytes_with_its_turns(owner):
+    group = writing_team(owner)
+    first = request_create(group=group, text="first " * 50)
+    second = request_create(group=group, text="second " * 80)
+    old = first.conversation
+    with transaction.atomic():
+        new = conversation_create(owner=owner, group=group, title="next")
+        messages_move(request_id=second.pk, from_conversation_id=old.pk, to_conversation_id=new.pk)
+    for thread in (old, new):
+        thread.refresh_from_db()
+        turns = Message.objects.filter(conversation=thread)
+        assert thread.stored_bytes == sum(turn_bytes(m.content) for m in turns) > 0
+    assert storage_usage(owner_id=owner.pk).turns == old.stored_bytes + new.stored_bytes
+
+
+@pytest.mark.django_db(transaction=True)
+def test_writes_at_once_cannot_pass_the_limit_together(owner, settings):
+    """Eight documents of 1,000 bytes written at once against room for three: the owner's
+    lock serialises the checks, so exactly three are written, whatever the interleaving."""
+    settings.GARDEN_MAX_STORAGE_BYTES_PER_OWNER = 3_500
+    group = writing_team(owner)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    with transaction.atomic():
+        thread = group_conversation_open(group=group)
+    ctx = ToolContext(
+        owner_id=owner.pk, agent_id=ledger.pk, conversation_id=thread.pk, group_id=group.pk
+    )
+    start = threading.Barrier(8)
+
+    def write(i: int):
+        start.wait()
+        try:
+            return run_tool(ctx, "file.write", {"title": f"Doc {i}", "content": "x" * 1_000})
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        outcomes = list(pool.map(write, range(8)))
+    codes = sorted(o.code or "ok" for o in outcomes)
+    assert codes == ["STORAGE_FULL"] * 5 + ["ok"] * 3
+    assert storage_usage(owner_id=owner.pk).artifacts == 3_000
