@@ -271,7 +271,7 @@ def bound(projection: Projection, cap_chars: int) -> Projection | RoomTooLarge:
 
 def _oversized_text(text: str) -> str:
     base, prior = _split_clip(text)
-    head = base[:OVERSIZED_HEAD].split("\n", 1)[0]
+    head = (base[:OVERSIZED_HEAD].splitlines() or [""])[0]
     return f"{head} [oversized: {prior + len(base) - len(head)} chars not carried]"
 
 

@@ -41,7 +41,15 @@ CONTINUATION = "\n  "
 
 
 def _indented(text: str) -> str:
-    return text.replace("\n", CONTINUATION)
+    """``text`` with every line after the first indented. A line ends wherever
+    ``str.splitlines`` ends one (``\r``, ``\v``, ``\f``, U+001C-U+001E, U+0085, U+2028 and
+    U+2029 as well as ``\n``), since a model or a reader may break a line at any of them;
+    each break becomes ``\n`` and two spaces."""
+    lines = text.splitlines()
+    indented = CONTINUATION.join(lines)
+    if lines and text.splitlines(keepends=True)[-1] != lines[-1]:
+        indented += CONTINUATION  # the text ended with a line break
+    return indented
 
 
 @dataclass(frozen=True)
@@ -220,17 +228,20 @@ def _room_blocks(turn: Turn, handles: dict[int, str], tool_names: _ToolNames) ->
             out.append(block if owner and not prefix else TextBlock(prefix + _indented(block.text)))
         elif isinstance(block, ToolCall):
             tool_names[(turn.speaker_agent_id, block.id)] = block.name
-            out.append(TextBlock(f"{label} used tool {block.name} {compact_json(block.arguments)}"))
+            # JSON leaves U+0085, U+2028 and U+2029 unescaped: they break lines too.
+            line = f"{label} used tool {block.name} {compact_json(block.arguments)}"
+            out.append(TextBlock(_indented(line)))
         elif isinstance(block, ToolResult):
             name = tool_names.get((turn.speaker_agent_id, block.call_id), f"call {block.call_id}")
             error = ", error" if block.is_error else ""
-            body = _indented(block.content)
-            out.append(TextBlock(f"{label}'s tool result ({name}{error}): {body}"))
+            out.append(
+                TextBlock(_indented(f"{label}'s tool result ({name}{error}): {block.content}"))
+            )
         elif owner and kind == "turn":
             # The owner's own pictures and documents stay reference blocks for the adapter.
             out.append(block)
         else:
-            out.append(TextBlock(f"{label} shared {_indented(render_ref(block))}"))
+            out.append(TextBlock(_indented(f"{label} shared {render_ref(block)}")))
     return out
 
 
@@ -322,8 +333,10 @@ def project(
         # No open call to pair it with (late, duplicate or unknown): keep the data as text.
         name = tool_names.get((me, result.call_id), "unknown tool")
         text = TextBlock(
-            f"[tool result for call {result.call_id} ({name}) that has no open call]: "
-            f"{_indented(result.content)}"
+            _indented(
+                f"[tool result for call {result.call_id} ({name}) that has no open call]: "
+                f"{result.content}"
+            )
         )
         if pending:
             held.append(text)

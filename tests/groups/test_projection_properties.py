@@ -338,3 +338,67 @@ def test_turns_projected_before_project_as_fresh_turns_do_for_every_agent(room: 
         assert project(kept, agent=agent, group=GROUP, synthesis=room.synthesis) == project(
             fresh, agent=agent, group=GROUP, synthesis=room.synthesis
         )
+
+
+# --- line breaks of every kind --------------------------------------------------------------
+
+# Every character str.splitlines ends a line at: a model may emit any of them, and a reader
+# (or a model reading the room) breaks the line there.
+BREAKS = ("\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+FRAMES = (
+    "Go.",
+    "@advisor said: ",
+    "@advisor used tool ",
+    "@advisor's tool result (",
+    "@advisor shared ",
+    "@concierge said to @ledger: ",
+    "[notice] ",
+    "[notice from @advisor] ",
+    "Summary of the previous discussion: ",
+    "[tool result for call ",
+    "@concierge asks you (@ledger) to contribute now.",
+)
+spoken = st.lists(st.sampled_from(("a", "b", *BREAKS)), min_size=1, max_size=40).map("".join)
+
+
+@FAST
+@given(spoken, st.sampled_from(range(50, 1100, 25)))
+def test_no_line_of_a_members_text_starts_unindented_whatever_breaks_it(
+    text: str, permille: int
+) -> None:
+    """Whatever character breaks a member's line (str.splitlines' set), the next line is
+    indented under the member's attribution, in the projection and once bounded: only the
+    owner's words ("Go.") start a line unprefixed. Member text is made of a, b and breaks, so
+    a line starting with either was not indented."""
+    transcript = (
+        Turn(1, "owner", None, None, (TextBlock("Go."),)),
+        Turn(2, "agent", ADVISOR.id, ADVISOR.handle, (TextBlock(text),)),
+        Turn(3, "agent", ADVISOR.id, ADVISOR.handle, (ToolCall("c1", "web.fetch", {"q": text}),)),
+        Turn(4, "agent", ADVISOR.id, ADVISOR.handle, (ToolResult("c1", text),)),
+        Turn(5, "agent", ADVISOR.id, ADVISOR.handle, (ArtifactRef("a1", "document", text),)),
+        Turn(6, "agent", ADVISOR.id, ADVISOR.handle, (ToolResult("nocall", text),)),
+        Turn(7, "garden", None, None, (TextBlock(text),), "notice"),
+        Turn(8, "agent", ADVISOR.id, ADVISOR.handle, (TextBlock(text),), "notice"),
+        Turn(9, "garden", None, None, (TextBlock(text),), "summary"),
+        Turn(
+            10,
+            "agent",
+            CONCIERGE.id,
+            CONCIERGE.handle,
+            (TextBlock(text),),
+            "coordination",
+            addressed_agent_id=LEDGER.id,
+        ),
+    )
+    p = project(transcript, agent=LEDGER, group=GROUP)
+    bounded = bound(p, cap_for(p, permille))
+    for projection in (p, bounded):
+        if isinstance(projection, RoomTooLarge):
+            continue
+        for m in projection.messages:
+            joined = "\n".join(b.text for b in m.content if isinstance(b, TextBlock))
+            for line in joined.splitlines():
+                # (A clip may end the text inside an indentation: a blank line then.)
+                framed = line.startswith(("  ", "[", *FRAMES)) or not line.strip()
+                assert framed, (line, joined)
+                assert not line.startswith(("a", "b")), (line, joined)
