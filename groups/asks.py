@@ -103,12 +103,15 @@ def request_help(
         queue, Contribution(agent=target.pk, source="help", request=text, asked_by=member.pk)
     )
     coordinator = room.coordinator
+    # The words are the asking member's, so they are stored as its turn (trusted metadata):
+    # a helper must never read one member's request as the coordinator's direction. The
+    # coordinator only schedules it (the activity line below).
     append(
         room,
-        speaker=coordinator,
+        speaker=member,
         kind=Message.Kind.COORDINATION,
         addressed=target,
-        content=[text_block(f"@{target.handle}, @{member.handle} asks for your help: {text}")],
+        content=[text_block(f"@{target.handle}, {text}")],
     )
     append(
         room,

@@ -145,3 +145,34 @@ def test_bad_ask_arguments_are_refused_by_schema(group_factory):
     request = request_create(group=group, text="Go.")
     _run_inline(request)
     assert results(request, "concierge")[0]["content"].startswith("INVALID_TOOL_ARGUMENTS")
+
+
+def test_a_request_for_help_is_spoken_by_the_asking_member_not_the_coordinator(
+    group_factory, owner, provider_server
+):
+    """The words of a group.request_help are the asking member's: stored under that member
+    (trusted metadata), and the helper's model reads them as @ledger's, never as the
+    coordinator's, whose asks carry the room's direction."""
+    group = team(group_factory)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    advisor = Agent.objects.get(owner=owner, handle="advisor")
+    ledger.delegation_allowlist.add(advisor)
+    on_server(owner, advisor, provider_server)
+    provider_server.reply(200, openai_reply("Plan checked."))
+    request = request_create(group=group, text="Go.")
+    _run_inline(request)
+    assert said(request) == ["ledger", "advisor", "concierge"]
+    (asked,) = Message.objects.filter(request=request, kind="coordination", addressed_agent=advisor)
+    assert asked.speaker_kind == "agent" and asked.speaker_agent == ledger
+    assert "Check my plan." in asked.content[0]["text"]
+    (seen,) = [r.body["messages"] for r in provider_server.requests]
+    room = "\n".join(
+        m["content"] if isinstance(m["content"], str) else "".join(p["text"] for p in m["content"])
+        for m in seen
+        if m["role"] == "user"
+    )
+    assert "@ledger said to @advisor: @advisor, Check my plan." in room
+    assert "@ledger asks you (@advisor) to contribute now." in room
+    assert not any(
+        line.startswith("@concierge") and "Check my plan." in line for line in room.splitlines()
+    )
