@@ -14,6 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from dashboard.sockets import SIGNED_OUT, session_sockets, user_sockets
 from garden.events import group_channel
 from groups.selectors import group_get
 
@@ -35,6 +36,7 @@ def _owns(user: Any, group_id: int) -> bool:
 class GroupConsumer(AsyncJsonWebsocketConsumer):
     channel_group: str | None = None
     counted: int | None = None  # the user this socket is counted against
+    close_groups: tuple[str, ...] = ()  # signing out or deactivation closes the socket by these
 
     async def connect(self) -> None:
         group_id = int(self.scope["url_route"]["kwargs"]["group_id"])
@@ -59,12 +61,21 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
         except BaseException:
             self._uncount()
             raise
+        # Signing out closes this session's sockets; deactivation closes all of the user's.
+        session_key = getattr(self.scope.get("session"), "session_key", None)
+        self.close_groups = (user_sockets(user.pk),) + (
+            (session_sockets(session_key),) if session_key else ()
+        )
+        for name in self.close_groups:
+            await self.channel_layer.group_add(name, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
         if self.channel_group:
             await self.channel_layer.group_discard(self.channel_group, self.channel_name)
+        for name in self.close_groups:
+            await self.channel_layer.group_discard(name, self.channel_name)
 
     def _uncount(self) -> None:
         if self.counted is not None:
@@ -78,3 +89,7 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
 
     async def garden_event(self, message: dict[str, Any]) -> None:
         await self.send_json(message["event"])
+
+    async def garden_close(self, message: dict[str, Any]) -> None:
+        """Signed out, deactivated or a new password: this socket's session is over."""
+        await self.close(code=SIGNED_OUT)

@@ -28,6 +28,7 @@ DISABLED_BY_OWNER = "Disabled by the owner."
 GROUP_DELETED = "The target group was deleted."
 GROUP_ARCHIVED = "The target group was archived."
 AGENT_REMOVED = "The target agent was removed."
+OWNER_DEACTIVATED = "Its owner's account was deactivated."
 
 _UNSET: Any = object()
 
@@ -182,3 +183,8 @@ def missions_disable_for_group(*, group: Group, reason: str) -> int:
 def missions_disable_for_agent(*, agent: Agent, reason: str) -> int:
     """Disable every enabled mission targeting ``agent`` (removed); returns how many."""
     return _disable(Mission.objects.filter(target_agent_id=agent.pk), reason)
+
+
+def missions_disable_for_owner(*, owner_id: int, reason: str = OWNER_DEACTIVATED) -> int:
+    """Disable every enabled mission of an owner (deactivated); returns how many."""
+    return _disable(Mission.objects.filter(owner_id=owner_id), reason)

@@ -282,6 +282,9 @@
       if (event.code === 4403) { setLive(false, "Not available"); return; }
       // Too many rooms open at once for this account: no retry until the page is reloaded.
       if (event.code === 4429) { setLive(false, "Too many rooms open — close one and reload"); return; }
+      // Signed out, deactivated or a new password: reload, which leads to the sign-in page
+      // when this session has ended (and reconnects when it has not).
+      if (event.code === 4401) { setLive(false, "Signed out"); window.location.reload(); return; }
       setLive(false, "Reconnecting…");
       setTimeout(connect, Math.min(5000, 250 * 2 ** retries++));
     });
