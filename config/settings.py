@@ -419,6 +419,10 @@ GARDEN_PROVIDER_MAX_REPLY_BYTES = env.int("GARDEN_PROVIDER_MAX_REPLY_BYTES", def
 # there (REPLY_TOO_LARGE, the call counted: the model ran) and not asked again.
 GARDEN_REPLY_CHARS_PER_TOKEN = env.int("GARDEN_REPLY_CHARS_PER_TOKEN", default=8)
 GARDEN_REPLY_SLACK_CHARS = env.int("GARDEN_REPLY_SLACK_CHARS", default=16_000)
+# ... and at most this many bytes on the wire for each of those characters (streamed events
+# wrap each token in a few hundred bytes; events with no text count only here): 1.5 MB for a
+# group step, never more than GARDEN_PROVIDER_MAX_REPLY_BYTES.
+GARDEN_REPLY_WIRE_BYTES_PER_CHAR = env.int("GARDEN_REPLY_WIRE_BYTES_PER_CHAR", default=64)
 # A turn keeps at most this many characters of a reply's text in the thread (it is pushed,
 # cached and re-sent whole); the rest of a longer one is kept as an artifact the turn refers
 # to. Never more than GARDEN_PROVIDER_MAX_REPLY_BYTES.

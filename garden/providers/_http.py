@@ -83,6 +83,16 @@ def reply_size(reply: ChatReply) -> int:
     return size
 
 
+def wire_cap(limit: int) -> int:
+    """The most bytes read off the wire for a reply of at most ``limit`` characters:
+    GARDEN_REPLY_WIRE_BYTES_PER_CHAR a character (a streamed token comes wrapped in an event of a
+    few hundred bytes, and events that carry no text count only here), never more than
+    GARDEN_PROVIDER_MAX_REPLY_BYTES."""
+    return min(
+        limit * settings.GARDEN_REPLY_WIRE_BYTES_PER_CHAR, settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
+    )
+
+
 class StreamAssembler:
     """Builds one reply from a stream's events, in the shape the non-streamed call returns, so
     the adapter's ``_parse`` reads both and a streamed call gives the same ChatReply. Text
@@ -158,6 +168,7 @@ class HttpProvider:
                 body,
                 provider=self.name,
                 timeout=self.timeout,
+                cap=wire_cap(limit),
                 owner_id=self.config.owner_id,
                 assembler=assembler,
             )
@@ -245,6 +256,7 @@ def post_json(
     timeout: float,
     owner_id: int | None = None,
     assembler: StreamAssembler | None = None,
+    cap: int | None = None,
 ) -> dict[str, Any]:
     """POST ``body`` and return the decoded JSON object, or raise the classified ProviderError.
 
@@ -253,9 +265,9 @@ def post_json(
     the same way, and a server that ignores ``stream`` is read as one JSON body).
 
     ``timeout`` bounds the whole call (connect, send, wait, read), not each phase; the reply
-    is read up to GARDEN_PROVIDER_MAX_REPLY_BYTES.
+    is read up to ``cap`` bytes (GARDEN_PROVIDER_MAX_REPLY_BYTES unless given), and no further.
     """
-    cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES
+    cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES if cap is None else cap
     try:
         with (
             egress.deadline(timeout, owner_id=owner_id),

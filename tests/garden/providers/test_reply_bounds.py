@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from garden.providers._http import reply_limit
+from garden.providers._http import reply_limit, wire_cap
 from garden.providers.types import (
     AmbiguousFailure,
     ChatMessage,
@@ -127,6 +127,20 @@ def test_a_body_past_the_wire_cap_is_too_large(server, settings):
         http_adapter("openai", server.url, api_key="k").complete(SMALL)
 
     assert caught.value.status == 200
+
+
+def test_a_stream_of_events_with_no_text_is_cut_at_the_wire_bound(server):
+    """Events that carry nothing count against the bytes the call may read."""
+    limit = wire_cap(reply_limit(SMALL.max_tokens))
+    empty = {"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]}
+    events = [empty] * (4 * limit // len(json.dumps(empty)))
+    server.stream(*events, "data: [DONE]\n\n")
+
+    with pytest.raises(ReplyTooLarge, match=f"larger than {limit} bytes"):
+        http_adapter("openai", server.url, api_key="k").complete(SMALL, on_text=lambda _: None)
+
+    wait_for(lambda: server.streams_ended == 1)
+    assert server.sent < len(events)
 
 
 def test_json_nested_past_the_parsers_depth_is_malformed(server, adapter):
