@@ -507,6 +507,13 @@ GARDEN_MIN_MISSION_INTERVAL_SECONDS = env.int(
 # other owners' steps run.
 GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = env.int("GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER", default=4)
 GARDEN_CALL_SLOT_RETRY_SECONDS = env.float("GARDEN_CALL_SLOT_RETRY_SECONDS", default=1.0)
+# A step that finds no free slot looks again after a pause that grows (doubling, jittered)
+# from GARDEN_CALL_SLOT_RETRY_SECONDS up to this; it writes and projects nothing meanwhile.
+GARDEN_SLOT_RETRY_MAX_SECONDS = env.float("GARDEN_SLOT_RETRY_MAX_SECONDS", default=10.0)
+# Replies whose tools one owner may have running at once across every worker (each holds a
+# worker thread for up to GARDEN_TOOLS_SECONDS_PER_STEP); further ones wait, their reply
+# recorded, and run their tools when a slot frees, while other owners' steps run.
+GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = env.int("GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER", default=2)
 
 # --- model-account keys ---------------------------------------------------------------------
 # The operator's named credentials (JSON): which key, for which provider and base URL, for whom.

@@ -1,15 +1,18 @@
-"""Each owner's cap on model calls in flight across every worker (fair share).
+"""Each owner's caps on work in flight across every worker (fair share): model calls, and
+tool runs.
 
-A step takes one of its owner's slots before it reserves and dispatches a call, and gives it
-back as soon as the call returns. When all of an owner's slots are taken, the step does not
-block a worker thread: it says so on its request and comes back shortly, so other owners'
-steps run in the meantime. Slots live in a Redis sorted set per owner (token → expiry), so a
-worker that dies holding one loses it after the lock TTL; on the embedded default they are
-per process.
+A step takes one of its owner's call slots before it claims, projects, reserves and dispatches
+a call, and gives it back as soon as the call returns; it takes one of the owner's tool slots
+before it runs a reply's tools, and gives it back when they return. When all of an owner's
+slots of a kind are taken, the step does not block a worker thread: it comes back later
+(``slot_backoff``), so other owners' steps run in the meantime. Slots live in a Redis sorted
+set per owner and kind (token → expiry), so a worker that dies holding one loses it after the
+lock TTL; on the embedded default they are per process.
 """
 
 from __future__ import annotations
 
+import random
 import secrets
 import threading
 import time
@@ -19,6 +22,9 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from garden.redis_conn import redis_client
+
+CALLS = "calls-in-flight"
+TOOLS = "tools-in-flight"
 
 _ACQUIRE = """
 redis.call('zremrangebyscore', KEYS[1], '-inf', ARGV[1])
@@ -30,41 +36,83 @@ end
 return 0
 """
 
-_local: dict[int, dict[str, float]] = {}
+_local: dict[tuple[str, int], dict[str, float]] = {}
 _local_lock = threading.Lock()
 
 
-def _key(owner_id: int) -> str:
-    return f"{settings.GARDEN_CACHE_PREFIX}:calls-in-flight:{owner_id}"
+def _key(kind: str, owner_id: int) -> str:
+    return f"{settings.GARDEN_CACHE_PREFIX}:{kind}:{owner_id}"
 
 
-def slot_acquire(*, owner_id: int) -> str | None:
-    """A slot token for one model call of ``owner_id``, or None when all are in use."""
-    limit = settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER
+def _limit(kind: str) -> int:
+    if kind == TOOLS:
+        return settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER
+    return settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER
+
+
+def slot_acquire(*, owner_id: int, kind: str = CALLS) -> str | None:
+    """A slot token for one model call (or, with ``kind=TOOLS``, one reply's tool run) of
+    ``owner_id``, or None when all are in use."""
+    limit = _limit(kind)
     ttl = float(settings.GARDEN_LOCK_TTL_SECONDS)
     token = secrets.token_hex(8)
     now = time.time()
     if settings.REDIS_URL:
         taken = redis_client().eval(
-            _ACQUIRE, 1, _key(owner_id), now, limit, now + ttl, token, int(ttl * 1000)
+            _ACQUIRE, 1, _key(kind, owner_id), now, limit, now + ttl, token, int(ttl * 1000)
         )
         return token if taken else None
     with _local_lock:
-        held = {t: exp for t, exp in _local.get(owner_id, {}).items() if exp > now}
+        held = {t: exp for t, exp in _local.get((kind, owner_id), {}).items() if exp > now}
         if len(held) >= limit:
-            _local[owner_id] = held
+            _local[(kind, owner_id)] = held
             return None
         held[token] = now + ttl
-        _local[owner_id] = held
+        _local[(kind, owner_id)] = held
     return token
 
 
-def slot_release(*, owner_id: int, token: str) -> None:
+def slot_release(*, owner_id: int, token: str, kind: str = CALLS) -> None:
     if settings.REDIS_URL:
-        redis_client().zrem(_key(owner_id), token)
+        redis_client().zrem(_key(kind, owner_id), token)
         return
     with _local_lock:
-        _local.get(owner_id, {}).pop(token, None)
+        _local.get((kind, owner_id), {}).pop(token, None)
+
+
+class HeldSlot:
+    """A slot taken ahead of the block that uses it, given back once (on ``release`` or on
+    leaving a ``with`` block, whichever comes first)."""
+
+    def __init__(self, *, owner_id: int, token: str, kind: str = CALLS) -> None:
+        self.owner_id, self.token, self.kind = owner_id, token, kind
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            slot_release(owner_id=self.owner_id, token=self.token, kind=self.kind)
+
+    def __enter__(self) -> HeldSlot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def slot_hold(*, owner_id: int, kind: str = CALLS) -> HeldSlot | None:
+    """One of the owner's slots of ``kind``, held until released; None when all are taken."""
+    token = slot_acquire(owner_id=owner_id, kind=kind)
+    return None if token is None else HeldSlot(owner_id=owner_id, token=token, kind=kind)
+
+
+def slot_backoff(waits: int) -> float:
+    """Seconds before a step that found no free slot looks again, after ``waits`` earlier
+    looks: growing from GARDEN_CALL_SLOT_RETRY_SECONDS to GARDEN_SLOT_RETRY_MAX_SECONDS, each
+    jittered (so the waiting steps of one owner do not come back together)."""
+    base = settings.GARDEN_CALL_SLOT_RETRY_SECONDS
+    ceiling = max(base, settings.GARDEN_SLOT_RETRY_MAX_SECONDS)
+    return min(ceiling, base * 2 ** min(waits, 16)) * random.uniform(0.5, 1.0)
 
 
 @contextmanager

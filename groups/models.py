@@ -81,6 +81,8 @@ class GroupRequest(models.Model):
     # The states in which a step may run (one model call at a time).
     STEPPABLE_STATES = (State.RUNNING, State.SYNTHESIZING)
     WAITING_FOR_CALL_SLOT = "calls_in_flight"
+    # Its reply is recorded and its tools wait for one of the owner's tool slots.
+    WAITING_FOR_TOOL_SLOT = "tools_in_flight"
     FINISHED_STATES = (State.COMPLETED, State.STOPPED, State.FAILED)
 
     class Source(models.TextChoices):

@@ -75,7 +75,8 @@ class RequestOutput(serializers.Serializer):
     queue = serializers.JSONField()
     waiting_for = serializers.SerializerMethodField(
         help_text="What the request waits for besides its turn: calls_in_flight (every "
-        "model-call slot of its owner is in use), worker (no worker is running: it is "
+        "model-call slot of its owner is in use), tools_in_flight (its reply is recorded and "
+        "its tools wait for one of the owner's tool slots), worker (no worker is running: it is "
         "answered when one starts), or null."
     )
     outcome_code = serializers.CharField()

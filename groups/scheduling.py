@@ -65,8 +65,13 @@ def enqueue_step(
     attempt: int = 1,
     first_at: float | None = None,
     countdown: float | None = None,
+    waits: int = 0,
+    tools: bool = False,
 ) -> None:
-    """Send one step of ``request_id`` expected at ``fence`` now (no transaction to wait for)."""
+    """Send one step of ``request_id`` expected at ``fence`` now (no transaction to wait for).
+
+    ``waits`` counts the times it found no free slot of its owner (its next pause grows with
+    it); ``tools`` continues the step that claimed ``fence`` by running its reply's tools."""
     kwargs: dict[str, Any] = {
         "request_id": request_id,
         "fence": fence,
@@ -75,6 +80,10 @@ def enqueue_step(
     }
     if group_id is not None:
         kwargs["group_id"] = group_id
+    if waits:
+        kwargs["waits"] = waits
+    if tools:
+        kwargs["tools"] = True
     send(ADVANCE_REQUEST, countdown=countdown, **kwargs)
 
 

@@ -6,7 +6,6 @@ model runs or a tool does network I/O. The step's modules: ``room`` (what it rea
 from __future__ import annotations
 
 import logging
-import random
 import time
 from datetime import datetime
 
@@ -28,7 +27,7 @@ from garden.providers import (
 )
 from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
-from garden.slots import call_slot
+from garden.slots import HeldSlot, slot_backoff, slot_hold
 from garden.tools import ToolOutcome
 from garden.transcript import blocks_to_json
 from groups import budget, row_locks, scheduling, tool_use
@@ -38,11 +37,17 @@ from groups.drafts import Draft
 from groups.faults import fault_point
 from groups.fencing import StaleStep, append, complete_step, fenced, finish
 from groups.locks import group_lock
-from groups.models import WORKING_CALLS, CallReservation, GroupRequest
+from groups.models import WORKING_CALLS, CallReservation, Group, GroupRequest
 from groups.payloads import request_event
 from groups.room import Room, dispatch, load_room, room_projection
 from groups.routing import Contribution
-from groups.tool_use import run_tools, suspend_for_approval, tool_specs
+from groups.tool_use import (
+    keep_from_sweeper,
+    resume_tools,
+    run_tools,
+    suspend_for_approval,
+    tool_specs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +59,17 @@ def advance_request(
     attempt: int = 1,
     first_at: float | None = None,
     group_id: int | None = None,
+    waits: int = 0,
+    tools: bool = False,
 ) -> str:
     """Run one step of ``request_id`` expected at ``fence``. Returns what happened, for logs.
 
     ``group_id`` (the request's group, which never changes) saves a lookup; steps enqueued
     by the loop carry it. Raises LockContended when another worker holds the group's lock
-    (the task retries).
+    (the task retries). The owner's call slot is taken before anything is claimed or
+    projected: a step that finds none comes back later, having written nothing
+    (``_wait_for_call_slot``; ``waits`` counts its earlier looks). ``tools`` continues the
+    step that claimed ``fence`` and waits for a tool slot (groups/tool_use.py resume_tools).
     """
     if group_id is None:
         group_id = (
@@ -67,20 +77,56 @@ def advance_request(
         )
         if group_id is None:
             return "missing"
+    owner_id = _owner_of(group_id)
+    if owner_id is None:
+        return "missing"
     # The next step is sent only once this one's lock is released, so it never finds the lock
     # still held. A crash between the two is what the sweeper recovers, by fence.
     with scheduling.sends_held_until_exit():
         try:
             with events.batched_events(), group_lock(group_id):
-                room = _claim_room(request_id, fence, group_id)
-                if room is None:
-                    return "stale"
                 try:
-                    return _step(room, attempt=attempt, first_at=first_at or time.time())
+                    if tools:
+                        return resume_tools(
+                            request_id=request_id, fence=fence, group_id=group_id, waits=waits
+                        )
+                    slot = slot_hold(owner_id=owner_id)
+                    if slot is None:
+                        return _wait_for_call_slot(
+                            request_id, fence, group_id, attempt=attempt, waits=waits
+                        )
+                    with slot:
+                        room = _claim_room(request_id, fence, group_id)
+                        if room is None:
+                            return "stale"
+                        return _step(
+                            room, slot=slot, attempt=attempt, first_at=first_at or time.time()
+                        )
                 except StaleStep:
                     return "stale"
         finally:
             fault_point("after_write")
+
+
+# Each group's owner (which never changes), by group id: the slot is taken before the claim
+# reads the group row.
+_owners: dict[int, int] = {}
+
+
+def forget_owners() -> None:
+    """Drop the owners kept (a test's fresh database may hand out the same ids again)."""
+    _owners.clear()
+
+
+def _owner_of(group_id: int) -> int | None:
+    owner_id = _owners.get(group_id)
+    if owner_id is None:
+        owner_id = Group.objects.filter(pk=group_id).values_list("owner_id", flat=True).first()
+        if owner_id is not None:
+            if len(_owners) >= 10_000:
+                _owners.clear()
+            _owners[group_id] = owner_id
+    return owner_id
 
 
 def _claim_room(request_id: int, fence: int, group_id: int) -> Room | None:
@@ -146,7 +192,7 @@ def _continue_if_lost(request_id: int, fence: int, group_id: int) -> None:
         scheduling.enqueue_step(request_id, fence + 1, group_id=group_id)
 
 
-def _step(room: Room, *, attempt: int, first_at: float) -> str:
+def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
     request = room.request
     queue = [Contribution.from_json(c) for c in request.queue]
     if request.state == GroupRequest.State.SYNTHESIZING:
@@ -175,9 +221,7 @@ def _step(room: Room, *, attempt: int, first_at: float) -> str:
 
     fault_point("before_reserve")
     failure: ProviderError | None = None
-    with call_slot(owner_id=room.group.owner_id) as free:
-        if not free:
-            return _wait_for_call_slot(room, attempt=attempt, first_at=first_at)
+    with slot:
         if request.waiting_for:
             _stop_waiting(room)
         reserved_at = timezone.now()
@@ -233,21 +277,43 @@ def _announce_speaker(room: Room, speaker: Agent, since: datetime) -> None:
     events.send_event_without_waiting_for_commit(channel=room.channel, event=request_event(request))
 
 
-def _wait_for_call_slot(room: Room, *, attempt: int, first_at: float) -> str:
-    """Every model-call slot of the owner is in use: say so on the request (once) and come
-    back shortly, without holding a worker thread or reserving anything."""
-    with fenced(room):
-        request = room.request
-        if request.waiting_for != GroupRequest.WAITING_FOR_CALL_SLOT:
-            request.waiting_for = GroupRequest.WAITING_FOR_CALL_SLOT
-            request.save(update_fields=["waiting_for", "updated_at"])
-            events.send_event_on_commit(channel=room.channel, event=request_event(request))
-        pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)
-        # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*):
-        # the window starts again when the step runs.
-        scheduling.enqueue_step_on_commit(
-            request.pk, room.fence, group_id=room.group.pk, attempt=attempt, countdown=pause
+def _wait_for_call_slot(
+    request_id: int, fence: int, group_id: int, *, attempt: int, waits: int
+) -> str:
+    """Every model-call slot of the owner is in use: say so on the request (once: one
+    conditional write the first time) and come back later, the pause growing with each look
+    (``slot_backoff``), claiming, projecting and reserving nothing and holding no worker
+    thread. The delivery comes back at the same fence; a stale one ends here."""
+    steppable = GroupRequest.objects.filter(
+        pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
+    )
+    row = steppable.values("fence", "completed_fence", "waiting_for", "updated_at").first()
+    if row is None or not (
+        row["fence"] == fence or (row["fence"] == fence + 1 and row["completed_fence"] <= fence)
+    ):
+        _continue_if_lost(request_id, fence, group_id)
+        return "stale"
+    if row["waiting_for"] != GroupRequest.WAITING_FOR_CALL_SLOT and steppable.filter(
+        fence=row["fence"]
+    ).exclude(waiting_for=GroupRequest.WAITING_FOR_CALL_SLOT).update(
+        waiting_for=GroupRequest.WAITING_FOR_CALL_SLOT, updated_at=timezone.now()
+    ):
+        request = GroupRequest.objects.get(pk=request_id)
+        events.send_event_on_commit(
+            channel=events.group_channel(group_id), event=request_event(request)
         )
+    else:
+        keep_from_sweeper(request_id, row["fence"], row["updated_at"])
+    # Time spent waiting does not count against a retry's window (GARDEN_PROVIDER_RETRY_*):
+    # the window starts again when the step runs.
+    scheduling.enqueue_step_on_commit(
+        request_id,
+        fence,
+        group_id=group_id,
+        attempt=attempt,
+        waits=waits + 1,
+        countdown=slot_backoff(waits),
+    )
     return "waiting"
 
 

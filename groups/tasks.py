@@ -33,6 +33,8 @@ def advance_request(
     attempt: int = 1,
     first_at: float | None = None,
     group_id: int | None = None,
+    waits: int = 0,
+    tools: bool = False,
 ) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
     try:
@@ -42,6 +44,8 @@ def advance_request(
             attempt=attempt,
             first_at=first_at,
             group_id=group_id,
+            waits=waits,
+            tools=tools,
         )
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.

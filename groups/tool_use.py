@@ -4,7 +4,10 @@ call that needs approval suspending the whole request until a person decides."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
+from django.utils import timezone
 
 from garden import egress, events
 from garden.errors import QuotaExceeded
@@ -136,6 +139,17 @@ def _wait_for_tool_slot(room: Room, *, waits: int) -> str:
     return "waiting_for_tools"
 
 
+def keep_from_sweeper(request_id: int, fence: int, updated_at: datetime) -> None:
+    """A request that has waited for a slot for half the sweeper's delay (``updated_at``, as
+    the waiting step read it) is touched — one conditional write then, none on the other
+    looks — so the sweeper never takes the waiting step for a lost one and sends another."""
+    now = timezone.now()
+    if updated_at < now - timedelta(seconds=settings.GARDEN_SWEEP_AFTER_SECONDS / 2):
+        GroupRequest.objects.filter(pk=request_id, fence=fence, updated_at=updated_at).update(
+            updated_at=now
+        )
+
+
 def _come_back_for_tools(request_id: int, fence: int, group_id: int, *, waits: int) -> None:
     scheduling.enqueue_step_on_commit(
         request_id,
@@ -151,7 +165,7 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
     """Run the tools of the step that claimed ``fence`` and waited for a tool slot, once one
     is free; with none yet, come back later having written nothing. Caller holds the group's
     lock. Stale (the step's fence moved: a stop, an ending) does nothing."""
-    owner_id = (
+    row = (
         GroupRequest.objects.filter(
             pk=request_id,
             group_id=group_id,
@@ -159,13 +173,14 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
             completed_fence__lt=fence,
             state__in=GroupRequest.STEPPABLE_STATES,
         )
-        .values_list("group__owner_id", flat=True)
+        .values_list("group__owner_id", "updated_at")
         .first()
     )
-    if owner_id is None:
+    if row is None:
         return "stale"
-    slot = slot_hold(owner_id=owner_id, kind=TOOLS)
+    slot = slot_hold(owner_id=row[0], kind=TOOLS)
     if slot is None:
+        keep_from_sweeper(request_id, fence, row[1])
         _come_back_for_tools(request_id, fence, group_id, waits=waits)
         return "waiting_for_tools"
     with slot:

@@ -7,6 +7,7 @@ unless GARDEN_REQUIRE_SERVICES=1 (CI), which turns the skip into a failure.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import pytest
 from django.conf import settings
@@ -62,13 +63,15 @@ def pytest_report_header(config) -> list[str]:
 def _fresh_transcripts():
     """Each test's database starts afresh (and may hand out the same ids again): so do the
     per-process transcripts and rosters the step reads from."""
-    from groups import room, transcripts
+    from groups import room, step, transcripts
 
     transcripts.forget()
     room.forget_rosters()
+    step.forget_owners()
     yield
     transcripts.forget()
     room.forget_rosters()
+    step.forget_owners()
 
 
 @pytest.fixture
@@ -145,6 +148,32 @@ def celery_worker_thread(transactional_db):
     ) as worker:
         # celery's test worker sends no worker_ready: it beats as every other worker does.
         heartbeat.start(hostname=worker.hostname, concurrency=2)
+        try:
+            yield app
+            _wait_until_worker_idle()
+        finally:
+            heartbeat.stop(hostname=worker.hostname)
+
+
+@contextmanager
+def threads_worker(concurrency: int):
+    """A real Celery worker in this process with ``concurrency`` threads (a test's tool or
+    counter living in this process is the one the worker runs). Needs ``transactional_db``."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+    from garden import heartbeat
+
+    app.control.purge()
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=concurrency,
+        perform_ping_check=False,
+        loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
+        shutdown_timeout=15,
+    ) as worker:
+        heartbeat.start(hostname=worker.hostname, concurrency=concurrency)
         try:
             yield app
             _wait_until_worker_idle()

@@ -159,9 +159,14 @@ def group_conversation_open(*, group: Group):
 
 def check_queue_room(*, group: Group) -> None:
     """Hold the group's and its owner's queues to their limits, counting the request just
-    added (429 QUEUE_FULL, the limit in the message). Caller holds FOR UPDATE on the group row
-    and has written the new request; this takes the owner's quota lock, last."""
+    added (429 QUEUE_FULL, the limit in the message). The owner's limit counts every
+    unanswered request, running ones too, so an owner cannot have more groups working at once
+    than GARDEN_MAX_QUEUED_PER_OWNER. Caller holds FOR UPDATE on the group row and has written
+    the new request; this takes the owner's quota lock, last."""
     queued = GroupRequest.objects.filter(state=GroupRequest.State.QUEUED)
+    unanswered = GroupRequest.objects.filter(
+        state__in=[GroupRequest.State.QUEUED, *GroupRequest.ACTIVE_STATES]
+    )
     per_group = settings.GARDEN_MAX_QUEUED_PER_GROUP
     quota_hold(
         owner_id=group.owner_id,
@@ -179,13 +184,13 @@ def check_queue_room(*, group: Group) -> None:
     per_owner = settings.GARDEN_MAX_QUEUED_PER_OWNER
     quota_hold(
         owner_id=group.owner_id,
-        count=queued.filter(group__owner_id=group.owner_id).count,
+        count=unanswered.filter(group__owner_id=group.owner_id).count,
         limit=per_owner,
         refusal=lambda: QuotaExceeded(
             "QUEUE_FULL",
             f"You already have {per_owner} messages waiting across your "
-            "groups, the limit on this site; wait for them to be answered before "
-            "sending more.",
+            "groups (being answered or queued), the limit on this site; wait for them "
+            "to be answered before sending more.",
             field="text",
             status=429,
         ),

@@ -68,7 +68,9 @@
       ? "No worker is running — messages will be answered when one starts"
       : r.waiting_for === "calls_in_flight" && r.state === "running"
         ? "Waiting for a free model slot (your other requests are using them)"
-        : STATE_LABEL[r.state] || r.state;
+        : r.waiting_for === "tools_in_flight" && r.state === "running"
+          ? "Waiting to run its tools (your other requests' tools are running)"
+          : STATE_LABEL[r.state] || r.state;
     if (r.state === "queued" && r.waiting_for !== "worker") label = "Queued — next to start";
     const behind = Math.max(0, room.queued - (r.state === "queued" ? 1 : 0));
     const working = r.working && running(r) && !r.waiting_for;

@@ -1,0 +1,111 @@
+"""A step whose owner has no free model-call slot waits without writing: it claims no fence,
+projects no room and reads no turn, says once on the request what it waits for, and comes
+back later at the same fence, each pause longer than the last (jittered)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from garden.models import Message
+from garden.slots import TOOLS, slot_acquire, slot_backoff, slot_release
+from groups.models import GroupRequest
+from groups.services.requests import request_create, request_start_next
+from groups.step import advance_request
+
+
+@pytest.fixture
+def all_call_slots_taken(owner, settings):
+    settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = 2
+    held = [slot_acquire(owner_id=owner.pk) for _ in range(2)]
+    assert all(held) and slot_acquire(owner_id=owner.pk) is None
+    yield held
+    for token in held:
+        slot_release(owner_id=owner.pk, token=token)
+
+
+def test_a_step_waiting_for_a_call_slot_writes_and_projects_nothing(
+    group_factory, owner, all_call_slots_taken
+):
+    group = group_factory(concierge_rules=[], concierge_default="Answered.", members={})
+    request = request_create(group=group, text="Hello.")
+    request_start_next(group_id=group.pk)
+    request.refresh_from_db()
+    fence = request.fence
+
+    assert advance_request(request_id=request.pk, fence=fence, group_id=group.pk) == "waiting"
+    request.refresh_from_db()
+    # Said once, on the request (the room and the API show it); nothing claimed.
+    assert request.waiting_for == GroupRequest.WAITING_FOR_CALL_SLOT
+    assert request.fence == fence and request.working_reserved == 0
+    seen = (request.fence, request.updated_at, request.completed_fence)
+
+    for _ in range(5):
+        with CaptureQueriesContext(connection) as queries:
+            outcome = advance_request(request_id=request.pk, fence=fence, group_id=group.pk)
+        assert outcome == "waiting"
+        statements = [q["sql"] for q in queries.captured_queries]
+        assert not [s for s in statements if not s.lstrip().upper().startswith("SELECT")]
+        assert not [s for s in statements if Message._meta.db_table in s], statements
+        assert len(statements) == 1, statements
+        request.refresh_from_db()
+        assert (request.fence, request.updated_at, request.completed_fence) == seen
+
+    # A slot frees: the same delivery claims, projects, calls and completes.
+    slot_release(owner_id=owner.pk, token=all_call_slots_taken.pop())
+    assert advance_request(request_id=request.pk, fence=fence, group_id=group.pk) == "completed"
+    request.refresh_from_db()
+    assert request.state == "completed" and request.waiting_for == ""
+    assert request.working_reserved == 1
+
+
+def test_a_stale_delivery_that_finds_no_slot_ends_quietly(
+    group_factory, owner, all_call_slots_taken
+):
+    group = group_factory(concierge_rules=[], members={})
+    request = request_create(group=group, text="Hello.")
+    request_start_next(group_id=group.pk)
+    request.refresh_from_db()
+    outcome = advance_request(request_id=request.pk, fence=request.fence - 1, group_id=group.pk)
+    assert outcome == "stale"
+    request.refresh_from_db()
+    assert request.waiting_for == ""
+
+
+def test_the_pause_grows_with_each_wait_up_to_the_ceiling_jittered(settings):
+    settings.GARDEN_CALL_SLOT_RETRY_SECONDS = 1.0
+    settings.GARDEN_SLOT_RETRY_MAX_SECONDS = 8.0
+    for waits, ceiling in ((0, 1.0), (1, 2.0), (2, 4.0), (3, 8.0), (10, 8.0)):
+        pauses = {slot_backoff(waits) for _ in range(50)}
+        assert all(ceiling / 2 <= p <= ceiling for p in pauses), (waits, pauses)
+        assert len(pauses) > 1
+
+
+def test_tool_slots_are_counted_apart_from_call_slots(owner, settings):
+    settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = 1
+    settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 1
+    call = slot_acquire(owner_id=owner.pk)
+    tool = slot_acquire(owner_id=owner.pk, kind=TOOLS)
+    assert call and tool
+    assert slot_acquire(owner_id=owner.pk) is None
+    assert slot_acquire(owner_id=owner.pk, kind=TOOLS) is None
+    slot_release(owner_id=owner.pk, token=call)
+    slot_release(owner_id=owner.pk, token=tool, kind=TOOLS)
+
+
+def test_requests_being_answered_count_against_the_owners_queue_cap(owner, settings):
+    from garden.errors import QuotaExceeded
+    from tests.groups.conftest import make_group
+
+    settings.GARDEN_MAX_QUEUED_PER_OWNER = 2
+    settings.GARDEN_MAX_QUEUED_PER_GROUP = 5
+    groups = [make_group(owner, name=f"G{n}", concierge_rules=[], members={}) for n in range(3)]
+    for group in groups[:2]:
+        request_create(group=group, text="Work on this.")
+        assert request_start_next(group_id=group.pk).state == "running"
+    assert not GroupRequest.objects.filter(state="queued").exists()
+    with pytest.raises(QuotaExceeded) as refused:
+        request_create(group=groups[2], text="And this.")
+    assert refused.value.code == "QUEUE_FULL" and "2 messages waiting" in refused.value.message
+    assert not GroupRequest.objects.filter(group=groups[2]).exists()
