@@ -58,17 +58,47 @@ def parse_callback(data: str | None) -> tuple[int, str] | None:
     return int(match.group(1)), _DECISIONS[match.group(2)]
 
 
-def _argument_lines(arguments: dict[str, Any]) -> list[str]:
-    lines = []
+def _one_line(value: Any, limit: int) -> tuple[str, bool]:
+    """``value`` on one line (a line break in an argument must not pass for the message's own
+    lines), cut to ``limit`` characters; and whether it was cut."""
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    shown = " ".join(str(shown).split())
+    if len(shown) > limit:
+        return shown[: limit - 1] + "…", True
+    return shown, False
+
+
+def _argument_lines(arguments: dict[str, Any]) -> tuple[list[str], list[str], int]:
+    """The argument lines, the names of the arguments shown only in part, and how many
+    arguments are not shown at all."""
+    lines, partial = [], []
     for key, value in list(arguments.items())[:MAX_ARGUMENTS]:
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        shown = " ".join(str(shown).split())
-        if len(shown) > ARGUMENT_CHARS:
-            shown = shown[: ARGUMENT_CHARS - 1] + "…"
-        lines.append(f"• {str(key)[:40]}: {shown}")
-    if len(arguments) > MAX_ARGUMENTS:
-        lines.append(f"• … and {len(arguments) - MAX_ARGUMENTS} more")
-    return lines
+        name, name_cut = _one_line(key, 40)
+        shown, value_cut = _one_line(value, ARGUMENT_CHARS)
+        if name_cut or value_cut:
+            partial.append(name)
+        lines.append(f"• {name}: {shown}")
+    return lines, partial, max(0, len(arguments) - MAX_ARGUMENTS)
+
+
+def _cut_note(partial: list[str], hidden: int, body_cut: bool, pending: bool) -> str:
+    """What the message leaves out, and — while it can be pressed — that Approve runs the
+    whole call all the same; "" when it shows everything."""
+    parts = []
+    if partial:
+        parts.append(f"{', '.join(partial)} shown in part")
+    if hidden:
+        parts.append(f"{hidden} more argument{'s' if hidden > 1 else ''} not shown")
+    if body_cut:
+        parts.append("the message is cut")
+    if not parts:
+        return ""
+    then = (
+        "Approve runs the whole call, every argument as the agent gave it"
+        if pending
+        else "the whole call is in the dashboard"
+    )
+    return f"… {'; '.join(parts)}. {then}."
 
 
 def outcome(view: ApprovalView) -> str:
@@ -102,12 +132,17 @@ def render(view: ApprovalView) -> Rendered:
     """The message for ``view``: what is asked, the arguments briefly, where it stands, and —
     while pending — the Approve / Reject buttons."""
     head = view.label + (f" (in {view.group})" if view.group else "")
-    body = "\n".join([head, *_argument_lines(view.arguments)])
+    lines, partial, hidden = _argument_lines(view.arguments)
+    body = "\n".join([head, *lines])
     said = outcome(view)
-    room = MAX_TEXT - len(said) - 2
+    pending = view.status == "pending"
+    note = _cut_note(partial, hidden, False, pending)
+    longest_note = len(_cut_note(partial, hidden, True, pending))
+    room = MAX_TEXT - len(said) - longest_note - 4
     if len(body) > room:
         body = body[: room - 1] + "…"
-    text = f"{body}\n\n{said}"
+        note = _cut_note(partial, hidden, True, pending)
+    text = f"{body}\n{note}\n\n{said}" if note else f"{body}\n\n{said}"
     if view.status != "pending":
         return Rendered(text)
     return Rendered(

@@ -111,3 +111,55 @@ def test_a_message_always_fits_telegram_and_ends_with_where_it_stands(
     assert len(shown.text) <= 4096
     assert shown.text.endswith("Waiting for your decision." if status == "pending" else ".")
     assert bool(shown.buttons) == (status == "pending")
+
+
+def test_a_message_says_what_it_leaves_out_and_that_approve_runs_the_whole_call():
+    arguments = {f"arg{i}": f"value {i}" for i in range(9)}
+    arguments["arg1"] = "x" * 500
+    shown = render(replace(PENDING, arguments=arguments))
+    lines = shown.text.splitlines()
+    assert lines[1:7] == [
+        "• arg0: value 0",
+        "• arg1: " + "x" * 119 + "…",
+        *[f"• arg{i}: value {i}" for i in range(2, 6)],
+    ]
+    assert lines[7] == (
+        "… arg1 shown in part; 3 more arguments not shown. Approve runs the whole call, "
+        "every argument as the agent gave it."
+    )
+    assert lines[-1] == "Waiting for your decision."
+    # Decided, it no longer speaks of the button.
+    decided = render(replace(PENDING, arguments=arguments, status="approved", executed=True))
+    assert "… arg1 shown in part; 3 more arguments not shown. The whole call" not in decided.text
+    assert "3 more arguments not shown. the whole call is in the dashboard." in decided.text
+    # One argument too many is said in the singular; everything shown, nothing is said.
+    seven = {f"arg{i}": "v" for i in range(7)}
+    assert (
+        "… 1 more argument not shown. Approve runs"
+        in render(replace(PENDING, arguments=seven)).text
+    )
+    whole = render(replace(PENDING, arguments={"title": "plan.md"})).text
+    assert "…" not in whole and "Approve runs" not in whole
+
+
+def test_a_message_cut_at_telegrams_limit_says_so():
+    shown = render(replace(PENDING, label="L" * 5_000, arguments={"a": "b"}))
+    assert len(shown.text) <= 4096
+    assert "… the message is cut. Approve runs the whole call" in shown.text
+    assert shown.text.endswith("Waiting for your decision.")
+
+
+@given(
+    arguments=st.dictionaries(
+        st.text(max_size=60), st.one_of(st.text(max_size=300), st.integers()), max_size=12
+    ),
+)
+def test_whatever_is_cut_the_pending_message_says_approve_runs_the_whole_call(arguments):
+    shown = render(replace(PENDING, arguments=arguments))
+    items = list(arguments.items())
+    cut = len(items) > 6 or any(
+        len(" ".join(str(k).split())) > 40
+        or len(" ".join((v if isinstance(v, str) else str(v)).split())) > 120
+        for k, v in items[:6]
+    )
+    assert ("Approve runs the whole call" in shown.text) == cut
