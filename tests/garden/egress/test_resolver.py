@@ -16,10 +16,13 @@ import httpcore
 import pytest
 
 from garden import egress
+from garden.providers import AccountConfig, ChatMessage, ChatRequest, TextBlock, get_provider
+from garden.providers.types import ConfirmedRejection
 from garden.tools import ToolContext
 from garden.tools.web import http_fetch
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import Respond, ScriptedServer
+from tests.groups.helpers import openai_reply
 
 SLOW = "never-answers.slow.test"
 
@@ -152,3 +155,58 @@ def test_one_owners_hung_names_do_not_delay_another_owners_fetch(settings, monke
         server.close()
     wait_for(lambda: egress.policy.RESOLVER.in_flight(purpose="tool") == 0)
     assert [r.path for r in server.requests] == ["/"]
+
+
+def test_a_model_call_counts_its_lookup_against_its_accounts_owner(settings, monkeypatch):
+    """Through the OpenAI-compatible adapter: owner 1's accounts name a host that never
+    answers, eight calls at once; owner 2's call to an allowed local server is answered, and
+    owner 1's own next call is the one refused (could not connect: its lookups are in flight)."""
+    settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
+    settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 1
+    settings.GARDEN_EGRESS_DNS_PER_OWNER = 8
+    settings.GARDEN_EGRESS_DNS_PROVIDER_THREADS = 16
+    real = socket.getaddrinfo
+    blocking = BlockingLookup()
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in (SLOW, "models.fast.test"):
+            return blocking(host, port)
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    server = ScriptedServer()
+    server.reply(200, openai_reply("owner two's answer"))
+    chat = ChatRequest(system="", messages=(ChatMessage("user", (TextBlock("hi"),)),))
+
+    def call(owner_id: int, host: str, timeout: float = 2.0):
+        config = AccountConfig(
+            provider="openai",
+            model="m",
+            base_url=f"http://{host}:{server.port}/v1",
+            timeout=timeout,
+            owner_id=owner_id,
+        )
+        return get_provider(config).complete(chat)
+
+    refused: list = []
+
+    def slow_call():
+        try:
+            call(1, SLOW)
+        except ConfirmedRejection as exc:
+            refused.append(exc)
+
+    try:
+        threads = _in_threads(8, slow_call)
+        wait_for(lambda: blocking.started == 8)
+        assert call(2, "models.fast.test").text == "owner two's answer"
+        with pytest.raises(ConfirmedRejection, match="GARDEN_EGRESS_DNS_PER_OWNER"):
+            call(1, "models.fast.test", timeout=0.3)
+        for thread in threads:
+            thread.join(10)
+        assert len(refused) == 8 and all(SLOW in str(exc) for exc in refused)
+    finally:
+        blocking.release.set()
+        server.close()
+    wait_for(lambda: egress.policy.RESOLVER.in_flight(purpose="provider") == 0)
+    assert len(server.requests) == 1
