@@ -5,14 +5,22 @@ import random
 from celery import shared_task
 from django.conf import settings
 
-from garden.services.chat import CHAT_REPLY_TASK, CallSlotsBusy
+from garden.services.chat import CHAT_REPLY_TASK, CallSlotsBusy, ReplyLater
 from garden.services.chat import chat_reply as service
 
 
 @shared_task(name=CHAT_REPLY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None)
-def chat_reply(self, message_id: int) -> None:
+def chat_reply(self, message_id: int, attempt: int = 1, first_at: float | None = None) -> None:
     try:
-        service(message_id=message_id)
+        service(message_id=message_id, attempt=attempt, first_at=first_at)
+    except ReplyLater as later:
+        # The provider asked us to wait: the wait is a countdown on the broker, so the worker
+        # thread answers others meanwhile; the next attempt counts against the same ceiling.
+        raise self.retry(
+            countdown=later.countdown,
+            kwargs={"message_id": message_id, "attempt": later.attempt, "first_at": later.first_at},
+            exc=later,
+        ) from later
     except CallSlotsBusy as exc:
         # The owner's other calls hold every slot: come back without holding a worker thread.
         pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)

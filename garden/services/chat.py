@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import timedelta
 
 from celery import signature
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from garden.chat_signals import chat_replied
 from garden.errors import QuotaExceeded, ServiceError
@@ -42,6 +40,18 @@ class CallSlotsBusy(Exception):
     """Every model-call slot of the owner is in use; the reply is tried again shortly."""
 
 
+class ReplyLater(Exception):
+    """The provider refused the call before any work (a 429, say): the reply is tried again
+    as ``attempt`` after ``countdown`` seconds — by a later delivery, never by sleeping in
+    the worker. ``first_at`` is when the first attempt went out (the retry ceiling's start)."""
+
+    def __init__(
+        self, *, countdown: float, attempt: int, first_at: float | None, code: str
+    ) -> None:
+        super().__init__(f"{code}: try again in {countdown:.1f}s as attempt {attempt}")
+        self.countdown, self.attempt, self.first_at = countdown, attempt, first_at
+
+
 # The task that writes the agent's reply (garden.tasks), sent by name after commit.
 CHAT_REPLY_TASK = "garden.chat_reply"
 
@@ -64,12 +74,13 @@ def conversation_post_owner_message(
         raise ServiceError(
             "AGENT_CANNOT_RUN", "This agent has no model or was removed.", field="conversation"
         )
+    # Every owner message of a 1:1 conversation not yet answered (each is answered once:
+    # by the agent or by a notice saying why not), however long it has waited.
     waiting = Message.objects.filter(
         conversation__owner_id=owner.pk,
         conversation__agent__isnull=False,
         speaker_kind=Message.SpeakerKind.OWNER,
         replies__isnull=True,
-        created_at__gte=timezone.now() - timedelta(minutes=10),
     )
     limit = settings.GARDEN_MAX_QUEUED_PER_OWNER
     with transaction.atomic():
@@ -166,13 +177,43 @@ def _request_for(conversation: Conversation, upto_seq: int) -> ChatRequest:
     return ChatRequest(system=agent.instructions, messages=tuple(messages))
 
 
-def chat_reply(*, message_id: int) -> Message | None:
+def _call(
+    conversation: Conversation, request: ChatRequest, *, attempt: int, first_at: float
+) -> tuple[list[dict], bool]:
+    """The agent's model call: its reply's content, or an honest notice's (and True)."""
+    agent = conversation.agent
+    try:
+        with call_slot(owner_id=conversation.owner_id) as free:
+            if not free:
+                raise CallSlotsBusy(conversation.owner_id)
+            reply = get_provider(account_config(agent.model_account)).complete(request)
+    except ConfirmedRejection as exc:
+        wait = min(exc.retry_after or 2.0**attempt, 30.0)
+        if (
+            attempt < settings.GARDEN_PROVIDER_RETRY_ATTEMPTS
+            and time.time() + wait - first_at <= settings.GARDEN_PROVIDER_RETRY_SECONDS
+        ):
+            raise ReplyLater(
+                countdown=wait, attempt=attempt + 1, first_at=first_at, code=exc.code
+            ) from exc
+        return [text_block(f"The reply did not come: the provider refused ({exc.code}).")], True
+    except ProviderError as exc:
+        return [text_block(f"The reply did not come ({exc.code}).")], True
+    return blocks_to_json(reply.content) or [text_block("")], False
+
+
+def chat_reply(
+    *, message_id: int, attempt: int = 1, first_at: float | None = None
+) -> Message | None:
     """Answer the owner's turn ``message_id`` once. Idempotent: a second delivery does nothing.
 
-    The model call happens outside any transaction. Confirmed rejections are retried within
-    the retry ceiling (attempts and seconds); anything else ends with an honest notice.
-    Raises CallSlotsBusy, having written nothing, when the owner's calls in flight are at
-    their cap (GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER).
+    The model call happens outside any transaction; this is ``attempt`` of at most
+    GARDEN_PROVIDER_RETRY_ATTEMPTS, the first made at ``first_at``. A confirmed rejection
+    within the retry ceiling (attempts and seconds) raises ReplyLater, having written
+    nothing: the task sends itself again after the wait instead of holding the worker;
+    past the ceiling, or on anything else, the reply is an honest notice. Raises
+    CallSlotsBusy, having written nothing, when the owner's calls in flight are at their cap
+    (GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER).
     """
     owner_message = (
         Message.objects.select_related("conversation__agent__model_account")
@@ -184,31 +225,8 @@ def chat_reply(*, message_id: int) -> Message | None:
     conversation = owner_message.conversation
     agent = conversation.agent
     request = _request_for(conversation, owner_message.seq)
-    deadline = time.monotonic() + settings.GARDEN_PROVIDER_RETRY_SECONDS
-    attempts = settings.GARDEN_PROVIDER_RETRY_ATTEMPTS
-    content: list[dict] = []
-    failed = False
-    for attempt in range(1, attempts + 1):
-        try:
-            with call_slot(owner_id=conversation.owner_id) as free:
-                if not free:
-                    raise CallSlotsBusy(conversation.owner_id)
-                reply = get_provider(account_config(agent.model_account)).complete(request)
-            content = blocks_to_json(reply.content) or [text_block("")]
-            break
-        except ConfirmedRejection as exc:
-            wait = min(exc.retry_after or 2.0**attempt, 30.0)
-            if attempt == attempts or time.monotonic() + wait > deadline:
-                content = [
-                    text_block(f"The reply did not come: the provider refused ({exc.code}).")
-                ]
-                failed = True
-                break
-            time.sleep(wait)
-        except ProviderError as exc:
-            content = [text_block(f"The reply did not come ({exc.code}).")]
-            failed = True
-            break
+    first_at = first_at or time.time()
+    content, failed = _call(conversation, request, attempt=attempt, first_at=first_at)
     kind = Message.Kind.NOTICE if failed else Message.Kind.TURN
     speaker = Message.SpeakerKind.GARDEN if failed else Message.SpeakerKind.AGENT
     try:

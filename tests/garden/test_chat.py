@@ -8,7 +8,7 @@ from django.utils import timezone
 from garden.models import Agent, Message
 from garden.services.accounts import model_account_create
 from garden.services.agents import agent_create
-from garden.services.chat import chat_reply, conversation_post_owner_message
+from garden.services.chat import ReplyLater, chat_reply, conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from tests.conftest import wait_for
 
@@ -66,8 +66,99 @@ def test_confirmed_rejections_are_retried_within_the_ceiling(owner, settings):
     ledger = make_agent(owner, "ledger", [{"error": "rejected"}])
     conv = conversation_create(owner=owner, agent=ledger)
     sent = conversation_post_owner_message(owner=owner, conversation=conv, text="hi")
-    reply = chat_reply(message_id=sent.pk)
+    attempts = []
+    attempt, first_at = 1, None
+    while True:
+        try:
+            reply = chat_reply(message_id=sent.pk, attempt=attempt, first_at=first_at)
+            break
+        except ReplyLater as later:
+            # Nothing is written while the retry waits for its delivery.
+            assert not Message.objects.filter(in_reply_to=sent).exists()
+            attempts.append(attempt)
+            attempt, first_at = later.attempt, later.first_at
+    assert attempts == [1, 2] and attempt == 3
     assert reply.kind == "notice" and "refused" in reply.text
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_a_429_is_tried_again_by_a_later_delivery_while_the_worker_answers_others(
+    transactional_db, owner, stranger, loopback_providers
+):
+    """One worker thread: the rejected reply's wait is a countdown on the broker, so another
+    owner's message is answered during it (with a sleep in the worker it could not be)."""
+    from tests.conftest import threads_worker
+    from tests.garden.providers.httpserver import Respond, ScriptedServer
+
+    server = ScriptedServer()
+    server.push(
+        Respond(429, {"error": {"message": "slow down"}}, headers={"Retry-After": "5"}),
+        Respond(
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {"role": "assistant", "content": "After the wait."},
+                        "finish_reason": "stop",
+                    }
+                ]
+            },
+        ),
+    )
+    try:
+        account = model_account_create(
+            owner=owner,
+            name="local",
+            provider="openai",
+            model="m",
+            base_url=f"{server.url}/v1",
+            timeout_seconds=5,
+        )
+        ledger = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
+        quick = make_agent(stranger, "quick", [], default="Right away.")
+        with threads_worker(1):
+            slow = conversation_post_owner_message(
+                owner=owner, conversation=conversation_create(owner=owner, agent=ledger), text="hi"
+            )
+            wait_for(lambda: len(server.requests) == 1, timeout=20)
+            other = conversation_post_owner_message(
+                owner=stranger,
+                conversation=conversation_create(owner=stranger, agent=quick),
+                text="hello",
+            )
+            answered = wait_for(
+                lambda: Message.objects.filter(in_reply_to=other).first(), timeout=20
+            )
+            assert answered.text == "Right away."
+            # The rejected reply is still waiting for its second attempt.
+            assert not Message.objects.filter(in_reply_to=slow).exists()
+            assert len(server.requests) == 1
+            reply = wait_for(lambda: Message.objects.filter(in_reply_to=slow).first(), timeout=30)
+    finally:
+        server.close()
+    assert (reply.speaker_kind, reply.kind, reply.text) == ("agent", "turn", "After the wait.")
+    assert len(server.requests) == 2
+
+
+@pytest.mark.django_db
+def test_every_unanswered_message_counts_against_the_queue_cap_however_old(owner, settings):
+    from garden.errors import QuotaExceeded
+
+    settings.GARDEN_MAX_QUEUED_PER_OWNER = 2
+    ledger = make_agent(owner, "ledger", [], default="ok")
+    conv = conversation_create(owner=owner, agent=ledger)
+    for text in ("one", "two"):
+        conversation_post_owner_message(owner=owner, conversation=conv, text=text)
+    # Waiting for an hour (a provider that keeps refusing, an owner whose slots are busy).
+    Message.objects.filter(conversation=conv).update(created_at=timezone.now() - timedelta(hours=1))
+    with pytest.raises(QuotaExceeded) as refused:
+        conversation_post_owner_message(owner=owner, conversation=conv, text="three")
+    assert refused.value.code == "QUEUE_FULL" and "2 messages waiting" in refused.value.message
+    assert conv.messages.count() == 2
+    # Answered ones stop counting.
+    chat_reply(message_id=conv.messages.order_by("seq").first().pk)
+    assert conversation_post_owner_message(owner=owner, conversation=conv, text="three")
 
 
 @pytest.mark.django_db
@@ -124,6 +215,11 @@ def test_a_long_conversation_is_bounded_before_the_call(owner, loopback_provider
             for i in range(2_000)
         ]
         messages_append(conversation_id=conv.pk, messages=history)
+        # Each earlier owner turn was answered (by the agent turn after it).
+        stored = list(conv.messages.order_by("seq"))
+        for asked, answer in zip(stored[::2], stored[1::2], strict=True):
+            answer.in_reply_to = asked
+        Message.objects.bulk_update(stored[1::2], ["in_reply_to"])
         Message.objects.filter(conversation=conv).update(
             created_at=timezone.now() - timedelta(days=1)
         )
