@@ -177,9 +177,11 @@ class ProviderServerError(AmbiguousFailure):
 
 
 class MalformedReply(AmbiguousFailure):
-    """The provider answered 2xx but the body could not be read as a reply.
+    """The provider answered 2xx but the body could not be read as a reply (not JSON, nested
+    past the parser's depth, or a shape the adapter does not expect).
 
-    Ambiguous: the model probably ran, so the reservation is kept.
+    Ambiguous: the model probably ran, so the reservation is kept. Final: the same server would
+    answer the same way, so the step does not ask again.
     """
 
     code = "PROVIDER_MALFORMED_REPLY"
