@@ -514,6 +514,15 @@ GARDEN_SLOT_RETRY_MAX_SECONDS = env.float("GARDEN_SLOT_RETRY_MAX_SECONDS", defau
 # worker thread for up to GARDEN_TOOLS_SECONDS_PER_STEP); further ones wait, their reply
 # recorded, and run their tools when a slot frees, while other owners' steps run.
 GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = env.int("GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER", default=2)
+# Tokens (input + output, as providers count them) one owner's calls may spend on each of the
+# operator's credentials (GARDEN_CREDENTIALS) per minute and per UTC day; 0 is unlimited. A
+# staff member sets an owner's own in the admin (Token budgets). Past the minute's, a call
+# waits for the next minute (waiting_for: "token_budget"); past the day's, it is not made
+# (TOKEN_BUDGET_SPENT: a group request ends, a member's turn is skipped, a 1:1 reply is a
+# notice). Owners' own keys are not counted.
+GARDEN_TOKEN_BUDGET_PER_MINUTE = env.int("GARDEN_TOKEN_BUDGET_PER_MINUTE", default=200_000)
+GARDEN_TOKEN_BUDGET_PER_DAY = env.int("GARDEN_TOKEN_BUDGET_PER_DAY", default=5_000_000)
+
 
 # --- model-account keys ---------------------------------------------------------------------
 # The operator's named credentials (JSON): which key, for which provider and base URL, for whom.

@@ -16,6 +16,7 @@ from garden.models import (
     Conversation,
     Message,
     ModelAccount,
+    TokenBudget,
     WorkerBeat,
 )
 from garden.selectors import account_key_status
@@ -219,3 +220,15 @@ class AccessTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(TokenBudget)
+class TokenBudgetAdmin(admin.ModelAdmin):
+    """An owner's token budgets on each of the operator's credentials, where they differ from
+    the site's (GARDEN_TOKEN_BUDGET_PER_MINUTE / _PER_DAY): empty keeps the site's, 0 is
+    unlimited. The next call checks them (garden/budgets.py)."""
+
+    list_display = ["owner", "per_minute", "per_day", "updated_at"]
+    search_fields = ["owner__username"]
+    raw_id_fields = ["owner"]
+    fields = ["owner", "per_minute", "per_day"]

@@ -83,6 +83,8 @@ class GroupRequest(models.Model):
     WAITING_FOR_CALL_SLOT = "calls_in_flight"
     # Its reply is recorded and its tools wait for one of the owner's tool slots.
     WAITING_FOR_TOOL_SLOT = "tools_in_flight"
+    # This minute's token budget of its owner on an operator credential is spent.
+    WAITING_FOR_TOKEN_BUDGET = "token_budget"
     FINISHED_STATES = (State.COMPLETED, State.STOPPED, State.FAILED)
 
     class Source(models.TextChoices):

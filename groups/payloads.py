@@ -76,8 +76,9 @@ class RequestOutput(serializers.Serializer):
     waiting_for = serializers.SerializerMethodField(
         help_text="What the request waits for besides its turn: calls_in_flight (every "
         "model-call slot of its owner is in use), tools_in_flight (its reply is recorded and "
-        "its tools wait for one of the owner's tool slots), worker (no worker is running: it is "
-        "answered when one starts), or null."
+        "its tools wait for one of the owner's tool slots), token_budget (this minute's token "
+        "budget of its owner on the operator's credential is spent: the call goes out in the "
+        "next minute), worker (no worker is running: it is answered when one starts), or null."
     )
     outcome_code = serializers.CharField()
     outcome = serializers.CharField()

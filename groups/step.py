@@ -14,6 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from garden import events
+from garden.budgets import DAY, BudgetSpent, budget_check, budget_spend
 from garden.errors import QuotaExceeded
 from garden.models import Agent
 from garden.providers import (
@@ -205,6 +206,11 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
     else:
         speaker, purpose = room.coordinator, CallReservation.Purpose.WORKING
 
+    spent = budget_check(owner_id=room.group.owner_id, account=speaker.model_account)
+    if spent is not None:
+        member = purpose == CallReservation.Purpose.WORKING and bool(queue)
+        return _budget_spent(room, speaker, queue, spent, member=member, attempt=attempt)
+
     synthesis = purpose == CallReservation.Purpose.SYNTHESIS
     projection = room_projection(room, speaker, synthesis=synthesis)
     if isinstance(projection, RoomTooLarge):
@@ -256,6 +262,9 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
             failure = exc
             draft.discard()
     # The owner's slot is free again before anything is recorded or any tool runs.
+    if failure is None:
+        # Spent on the credential whatever becomes of the step (a stale one's too).
+        budget_spend(owner_id=room.group.owner_id, account=speaker.model_account, usage=reply.usage)
     if failure is not None:
         return _after_failure(
             room, speaker, purpose, reservation, failure, attempt=attempt, first_at=first_at
@@ -315,6 +324,49 @@ def _wait_for_call_slot(
         countdown=slot_backoff(waits),
     )
     return "waiting"
+
+
+def _budget_spent(
+    room: Room,
+    speaker: Agent,
+    queue: list[Contribution],
+    spent: BudgetSpent,
+    *,
+    member: bool,
+    attempt: int,
+) -> str:
+    """The owner's token budget on the speaker's operator credential is spent (garden/budgets.py),
+    and no call is made. This minute's: the request says it waits (once) and the step comes
+    back when the minute ends. Today's: the request ends honestly, TOKEN_BUDGET_SPENT (a
+    member's contribution is skipped, and the coordinator goes on)."""
+    if spent.window == DAY:
+        if member:
+            return skip_member(room, queue, spent.message.rstrip("."))
+        with fenced(room):
+            finish(
+                room,
+                state=GroupRequest.State.FAILED,
+                outcome_code=spent.code,
+                outcome=spent.message,
+                notice=f"@{speaker.handle} did not run: {spent.message} The request ended.",
+            )
+        return "token_budget_spent"
+    with fenced(room):
+        request = room.request
+        if request.waiting_for != GroupRequest.WAITING_FOR_TOKEN_BUDGET:
+            request.waiting_for = GroupRequest.WAITING_FOR_TOKEN_BUDGET
+            request.save(update_fields=["waiting_for", "updated_at"])
+            events.send_event_on_commit(channel=room.channel, event=request_event(request))
+        # A little past the minute's end, spread so an owner's waiting steps do not come
+        # back together.
+        scheduling.enqueue_step_on_commit(
+            request.pk,
+            room.fence,
+            group_id=room.group.pk,
+            attempt=attempt,
+            countdown=spent.retry_in + slot_backoff(0),
+        )
+    return "waiting_for_token_budget"
 
 
 def _stop_waiting(room: Room) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from garden.budgets import budget_usage
 from garden.models import AccessToken, Agent, Conversation, ModelAccount
 from garden.selectors import account_key_status
 
@@ -23,10 +24,25 @@ class AccountKeyOutput(serializers.Serializer):
     label = serializers.CharField()
 
 
+class TokenBudgetOutput(serializers.Serializer):
+    """The owner's token budgets on the account's operator credential and what its calls
+    have spent on it this minute and today (UTC); a null budget is unlimited."""
+
+    credential = serializers.CharField()
+    per_minute = serializers.IntegerField(allow_null=True)
+    per_day = serializers.IntegerField(allow_null=True)
+    used_this_minute = serializers.IntegerField()
+    used_today = serializers.IntegerField()
+
+
 class ModelAccountOutput(serializers.ModelSerializer):
     # The key is write-only: only where it comes from is shown.
     key = serializers.SerializerMethodField()
     has_api_key = serializers.SerializerMethodField()
+    token_budget = serializers.SerializerMethodField(
+        help_text="For an account on one of the operator's credentials: the owner's token "
+        "budgets there and the tokens spent this minute and today; null otherwise."
+    )
 
     class Meta:
         model = ModelAccount
@@ -41,12 +57,17 @@ class ModelAccountOutput(serializers.ModelSerializer):
             "key",
             "timeout_seconds",
             "options",
+            "token_budget",
             "created_at",
         ]
 
     @extend_schema_field(AccountKeyOutput)
     def get_key(self, account: ModelAccount) -> dict:
         return account_key_status(account)
+
+    @extend_schema_field(TokenBudgetOutput(allow_null=True))
+    def get_token_budget(self, account: ModelAccount) -> dict | None:
+        return budget_usage(owner_id=account.owner_id, account=account)
 
     def get_has_api_key(self, account: ModelAccount) -> bool:
         return bool(account.api_key_encrypted)

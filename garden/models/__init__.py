@@ -1,8 +1,9 @@
 """garden's core rows: model accounts, agents, conversations, messages and artifacts, the
-workers' beats and personal access tokens."""
+workers' beats, personal access tokens and owners' token budgets."""
 
 from garden.models.agents import Agent, ModelAccount
 from garden.models.approvals import Approval
+from garden.models.budgets import TokenBudget
 from garden.models.conversations import Conversation, Message
 from garden.models.memory import Artifact, AttachmentData, MemoryNote
 from garden.models.runs import Goal, Run
@@ -21,5 +22,6 @@ __all__ = [
     "Message",
     "ModelAccount",
     "Run",
+    "TokenBudget",
     "WorkerBeat",
 ]

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from garden.budgets import DAY, budget_check, budget_spend
 from garden.chat_signals import chat_replied
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Conversation, Message
@@ -199,6 +200,7 @@ def _call(
         return [text_block(f"The reply did not come: the provider refused ({exc.code}).")], True
     except ProviderError as exc:
         return [text_block(f"The reply did not come ({exc.code}).")], True
+    budget_spend(owner_id=conversation.owner_id, account=agent.model_account, usage=reply.usage)
     return blocks_to_json(reply.content) or [text_block("")], False
 
 
@@ -226,7 +228,15 @@ def chat_reply(
     agent = conversation.agent
     request = _request_for(conversation, owner_message.seq)
     first_at = first_at or time.time()
-    content, failed = _call(conversation, request, attempt=attempt, first_at=first_at)
+    spent = budget_check(owner_id=conversation.owner_id, account=agent.model_account)
+    if spent is not None and spent.window != DAY:
+        # This minute's budget on the operator's credential is spent: after it, as the same
+        # attempt, the retry ceiling's window starting again.
+        raise ReplyLater(countdown=spent.retry_in, attempt=attempt, first_at=None, code=spent.code)
+    if spent is not None:
+        content, failed = [text_block(f"The reply did not come: {spent.message}")], True
+    else:
+        content, failed = _call(conversation, request, attempt=attempt, first_at=first_at)
     kind = Message.Kind.NOTICE if failed else Message.Kind.TURN
     speaker = Message.SpeakerKind.GARDEN if failed else Message.SpeakerKind.AGENT
     try:

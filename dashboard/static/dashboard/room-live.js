@@ -70,7 +70,9 @@
         ? "Waiting for a free model slot (your other requests are using them)"
         : r.waiting_for === "tools_in_flight" && r.state === "running"
           ? "Waiting to run its tools (your other requests' tools are running)"
-          : STATE_LABEL[r.state] || r.state;
+          : r.waiting_for === "token_budget" && r.state === "running"
+            ? "Waiting for the next minute (this minute's token budget is spent)"
+            : STATE_LABEL[r.state] || r.state;
     if (r.state === "queued" && r.waiting_for !== "worker") label = "Queued — next to start";
     const behind = Math.max(0, room.queued - (r.state === "queued" ? 1 : 0));
     const working = r.working && running(r) && !r.waiting_for;

@@ -1,0 +1,229 @@
+"""Token budgets per owner on the operator's credentials: each call's tokens counted per owner,
+credential, minute and day; past the day's budget a call is not made (TOKEN_BUDGET_SPENT), past
+the minute's it waits for the next minute; an owner's own override from the admin's row; the
+model account API shows what was spent. Against a real local server as the provider."""
+
+from __future__ import annotations
+
+import pytest
+
+from garden.budgets import budget_check, budget_usage
+from garden.models import Agent, Conversation, Message, TokenBudget
+from garden.services.accounts import model_account_create
+from garden.services.chat import ReplyLater, chat_reply
+from garden.services.conversations import message_append, text_block
+from groups.models import GroupRequest
+from groups.payloads import request_payload
+from groups.services.requests import request_create, request_start_next
+from groups.step import advance_request
+from tests.garden.providers.httpserver import Respond, ScriptedServer
+from tests.groups.conftest import make_group
+from tests.groups.helpers import openai_reply
+
+
+@pytest.fixture(autouse=True)
+def clock(monkeypatch):
+    """The budgets' clock, pinned ten seconds into a minute (and moved by the test); the
+    counters of that minute and day start empty."""
+    from django.core.cache import cache
+
+    state = {"now": (1_900_000_000 // 60) * 60 + 10.0}
+    monkeypatch.setattr("garden.budgets._clock", lambda: state["now"])
+    cache.clear()
+    yield state
+    cache.clear()
+
+
+@pytest.fixture
+def operator_api(loopback_providers):
+    server = ScriptedServer()
+    server.default = Respond(200, openai_reply("Answered.", usage=(60, 50)))
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def shared(settings, monkeypatch, operator_api, owner):
+    """An account of ``owner`` on the operator's credential ``shared`` (the local server)."""
+    monkeypatch.setenv("GARDEN_TEST_OPERATOR_KEY", "sk-operator-secret")
+    settings.GARDEN_CREDENTIALS = {
+        "shared": {
+            "provider": "openai",
+            "env": "GARDEN_TEST_OPERATOR_KEY",
+            "base_url": f"{operator_api.url}/v1",
+            "users": "*",
+        }
+    }
+    settings.GARDEN_TOKEN_BUDGET_PER_MINUTE = 0
+    settings.GARDEN_TOKEN_BUDGET_PER_DAY = 0
+    return model_account_create(
+        owner=owner, name="on-shared", provider="openai", model="m", credential="shared"
+    )
+
+
+def run_to_the_end(request: GroupRequest) -> list[str]:
+    outcomes = []
+    while True:
+        request.refresh_from_db()
+        if request.state not in GroupRequest.STEPPABLE_STATES:
+            return outcomes
+        outcomes.append(
+            advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
+        )
+        if outcomes[-1].startswith("waiting"):
+            return outcomes
+
+
+def coordinated_by(owner, account):
+    group = make_group(owner, concierge_rules=[], members={})
+    Agent.objects.filter(pk=group.coordinator_id).update(model_account=account)
+    return group
+
+
+def test_past_the_days_budget_a_group_request_ends_by_name_without_a_call(
+    owner, shared, operator_api
+):
+    TokenBudget.objects.create(owner=owner, per_day=100)
+    group = coordinated_by(owner, shared)
+    first = request_create(group=group, text="One.")
+    request_start_next(group_id=group.pk)
+    run_to_the_end(first)
+    first.refresh_from_db()
+    assert first.state == "completed" and (first.input_tokens, first.output_tokens) == (60, 50)
+
+    second = request_create(group=group, text="Two.")
+    request_start_next(group_id=group.pk)
+    run_to_the_end(second)
+    second.refresh_from_db()
+    assert (second.state, second.outcome_code) == ("failed", "TOKEN_BUDGET_SPENT")
+    assert "110 of 100 tokens" in second.outcome and "'shared'" in second.outcome
+    assert request_payload(second)["outcome_code"] == "TOKEN_BUDGET_SPENT"
+    assert second.working_reserved == 0
+    assert len(operator_api.requests) == 1
+    notice = Message.objects.filter(request=second, kind="notice").last()
+    assert "TOKEN_BUDGET_SPENT" in notice.text
+
+
+def test_past_the_minutes_budget_a_step_waits_and_goes_on_in_the_next_minute(
+    owner, shared, operator_api, clock
+):
+    TokenBudget.objects.create(owner=owner, per_minute=100)
+    group = coordinated_by(owner, shared)
+    first = request_create(group=group, text="One.")
+    request_start_next(group_id=group.pk)
+    run_to_the_end(first)
+
+    second = request_create(group=group, text="Two.")
+    request_start_next(group_id=group.pk)
+    assert run_to_the_end(second) == ["waiting_for_token_budget"]
+    second.refresh_from_db()
+    assert second.state == "running" and second.waiting_for == "token_budget"
+    assert request_payload(second)["waiting_for"] == "token_budget"
+    assert second.working_reserved == 0 and len(operator_api.requests) == 1
+
+    # The next minute: the step that comes back makes the call.
+    clock["now"] += 50
+    second.refresh_from_db()
+    advance_request(request_id=second.pk, fence=second.fence, group_id=group.pk)
+    second.refresh_from_db()
+    assert second.state == "completed" and second.waiting_for == ""
+    assert len(operator_api.requests) == 2
+
+
+def one_to_one(owner, account) -> Message:
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    agent.model_account = account
+    agent.save(update_fields=["model_account"])
+    conversation = Conversation.objects.create(owner=owner, agent=agent)
+    return message_append(
+        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
+    )
+
+
+def test_a_one_to_one_reply_waits_for_the_minute_and_is_refused_for_the_day(
+    owner, shared, operator_api, settings
+):
+    from garden.services.agents import agent_builtins_ensure
+
+    agent_builtins_ensure(owner=owner)
+    assert chat_reply(message_id=one_to_one(owner, shared).pk).text == "Answered."
+
+    settings.GARDEN_TOKEN_BUDGET_PER_MINUTE = 110
+    waiting = one_to_one(owner, shared)
+    with pytest.raises(ReplyLater) as later:
+        chat_reply(message_id=waiting.pk, attempt=2)
+    assert later.value.countdown == 50 and later.value.attempt == 2
+    assert not Message.objects.filter(in_reply_to=waiting).exists()
+
+    settings.GARDEN_TOKEN_BUDGET_PER_DAY = 110
+    reply = chat_reply(message_id=waiting.pk)
+    assert (reply.speaker_kind, reply.kind) == ("garden", "notice")
+    assert "TOKEN_BUDGET_SPENT" in reply.text and "midnight UTC" in reply.text
+    assert len(operator_api.requests) == 1
+
+
+def test_budgets_count_per_owner_and_never_an_owners_own_key(owner, stranger, shared, settings):
+    from garden.budgets import budget_spend
+    from garden.providers import Usage
+
+    settings.GARDEN_TOKEN_BUDGET_PER_DAY = 1_000
+    budget_spend(owner_id=owner.pk, account=shared, usage=Usage(900, 100))
+    assert budget_check(owner_id=owner.pk, account=shared).code == "TOKEN_BUDGET_SPENT"
+    # Another owner on the same credential has its own count.
+    theirs = model_account_create(
+        owner=stranger, name="theirs", provider="openai", model="m", credential="shared"
+    )
+    assert budget_check(owner_id=stranger.pk, account=theirs) is None
+    # An owner's own key spends no operator credential.
+    own = model_account_create(
+        owner=owner,
+        name="own",
+        provider="openai",
+        model="m",
+        base_url="https://api.example.test/v1",
+        api_key="sk-own",
+    )
+    assert budget_check(owner_id=owner.pk, account=own) is None
+    assert budget_usage(owner_id=owner.pk, account=own) is None
+    assert budget_usage(owner_id=owner.pk, account=shared) == {
+        "credential": "shared",
+        "per_minute": None,
+        "per_day": 1_000,
+        "used_this_minute": 1_000,
+        "used_today": 1_000,
+    }
+
+
+def test_the_model_account_api_shows_what_was_spent(owner, shared, settings, api):
+    from garden.budgets import budget_spend
+    from garden.providers import Usage
+
+    settings.GARDEN_TOKEN_BUDGET_PER_MINUTE = 5_000
+    budget_spend(owner_id=owner.pk, account=shared, usage=Usage(30, 12))
+    accounts = {a["name"]: a for a in api.get("/api/model-accounts").json()}
+    assert accounts["on-shared"]["token_budget"] == {
+        "credential": "shared",
+        "per_minute": 5_000,
+        "per_day": None,
+        "used_this_minute": 42,
+        "used_today": 42,
+    }
+
+
+def test_staff_set_an_owners_own_budget_in_the_admin(owner, shared, client, django_user_model):
+    staff = django_user_model.objects.create_superuser(username="staff", password="pw-staff-123")
+    client.force_login(staff)
+    assert client.get("/admin/garden/tokenbudget/add/").status_code == 200
+    response = client.post(
+        "/admin/garden/tokenbudget/add/", {"owner": owner.pk, "per_minute": "", "per_day": "50"}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    row = TokenBudget.objects.get(owner=owner)
+    assert (row.per_minute, row.per_day) == (None, 50)
+    assert budget_usage(owner_id=owner.pk, account=shared)["per_day"] == 50
+    refused = client.post(
+        f"/admin/garden/tokenbudget/{row.pk}/change/",
+        {"owner": owner.pk, "per_minute": "-1", "per_day": "50"},
+    )
+    assert refused.status_code == 200 and "per_minute" in refused.context["adminform"].form.errors
+    assert TokenBudget.objects.get(owner=owner).per_minute is None
