@@ -56,15 +56,19 @@
       : file ? "" : `This artifact is ${mime}; it is kept in your library.`;
     $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
-    $("canvas-view-content").textContent = text;
-    $("canvas-view-content").hidden = !text;
+    // A Markdown document reads as a document; anything else as its text.
+    const rich = readable && (/markdown/.test(mime) || /\.md$/i.test(title));
+    $("canvas-view-content").textContent = rich ? "" : text;
+    $("canvas-view-content").hidden = !text || rich;
+    $("canvas-view-doc").replaceChildren(rich ? window.garden.markdown.fragment(text) : "");
+    $("canvas-view-doc").hidden = !text || !rich;
     showFile(file, mime, title);
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
     button.setAttribute("aria-current", "true");
     setCanvasOpen(true);
     canvasView.hidden = false;
     shownArtifact = id;
-    if (focus) (text ? $("canvas-view-content") : $("canvas-view-file").querySelector("a")).focus();
+    if (focus) (text ? $(rich ? "canvas-view-doc" : "canvas-view-content") : $("canvas-view-file").querySelector("a")).focus();
     return true;
   }
 

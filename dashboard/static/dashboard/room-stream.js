@@ -40,7 +40,8 @@
       make("span", { className: "speaker", text: d.agent.name }), " ",
       make("span", { className: "handle", text: `@${d.agent.handle}` }),
       make("span", { className: "draft-note", text: " · writing…" }));
-    const body = make("div", { className: "turn-body" }, make("p", { text: d.text }));
+    // Rendered anew as it grows: the draft is bounded (GARDEN_DRAFT_MAX_CHARS), so this stays cheap.
+    const body = make("div", { className: "turn-body" }, window.garden.markdown.render(d.text));
     return make("article", { className: "turn draft", "data-request": d.request, "data-step": d.step },
       face(d.agent), head, body);
   }

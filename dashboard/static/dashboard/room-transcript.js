@@ -3,7 +3,7 @@
 "use strict";
 
 (function () {
-  const { make, face } = window.garden;
+  const { make, face, markdown } = window.garden;
   const data = JSON.parse(document.getElementById("room-data").textContent);
   const $ = (id) => document.getElementById(id);
 
@@ -55,7 +55,7 @@
     const key = `m${m.id}.${i}`;
     switch (block.type) {
       case "text":
-        return block.text ? make("p", { text: block.text }) : null;
+        return block.text ? markdown.render(block.text) : null;
       case "tool_call":
         if (shownElsewhere.has(block.id)) return null;
         return details(key, "tool", `Tool call: ${block.name}`, make("pre", { text: pretty(block.arguments) }));
@@ -170,8 +170,8 @@
   function buildExchange(handOff) {
     const parts = [];
     if (handOff.note) {
-      parts.push(make("p", { className: "exchange-note" },
-        make("strong", { text: `${speakerOf(handOff.caller).name}: ` }), handOff.note));
+      parts.push(make("div", { className: "exchange-note" },
+        make("strong", { text: `${speakerOf(handOff.caller).name}: ` }), markdown.render(handOff.note)));
     }
     // The call says what the coordination turn passes on; the turn is shown when no call is.
     if (handOff.call) parts.push(exchangePart(`Call: ${handOff.call.name}`, handOff.call.arguments));
@@ -200,7 +200,7 @@
         return make("div", { className: "notice", role: "note" }, make("strong", { text: "garden" }), textOf(m));
       case "summary": // where the previous thread stopped: this thread's starting point, shown open
         return make("div", { className: "summary", role: "note" },
-          make("strong", { text: "Carried over from the previous thread" }), make("p", { text: textOf(m) }));
+          make("strong", { text: "Carried over from the previous thread" }), markdown.render(textOf(m)));
       default:
         return buildTurn(m, link);
     }
