@@ -335,7 +335,8 @@ if PRODUCTION:
 REST_FRAMEWORK = {
     # A browser's session (with CSRF), or a personal access token for scripts (garden/api/auth.py).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        # DRF's, with the CSRF header checked before any of the body is read.
+        "garden.api.auth.SessionAuthentication",
         "garden.api.auth.AccessTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

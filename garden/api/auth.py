@@ -1,15 +1,22 @@
-"""Bearer authentication with a personal access token (``Authorization: Bearer gdn_…``).
+"""How the API knows who is asking: a browser's session, with its CSRF pair, or a personal
+access token (``Authorization: Bearer gdn_…``).
 
-Listed after session authentication: a browser's session wins, with its CSRF check; a
-request carrying only a token has no session, so no CSRF pair is needed — the token is not
-something a browser sends by itself. A token that is wrong, revoked or expired is a named
-401, never an anonymous request.
+Session first: a browser's session wins, with its CSRF check — made on the X-CSRFToken header
+and the cookie alone, before any of the body is read, so a write without the header is
+refused (403 CSRF_FAILED) however large its body. A request carrying only a token has no
+session, so no CSRF pair is needed — the token is not something a browser sends by itself. A
+token that is wrong, revoked or expired is a named 401, never an anonymous request.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, QueryDict
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, status
+from rest_framework.authentication import CSRFCheck
 from rest_framework.request import Request
 
 from garden.services.tokens import token_authenticate
@@ -19,6 +26,38 @@ _MESSAGES = {
     "TOKEN_REVOKED": "The access token has been revoked.",
     "TOKEN_EXPIRED": "The access token has expired.",
 }
+
+
+class _WithoutBody:
+    """The request as the CSRF check sees it: headers and cookies, never the body. Django's
+    check looks for the token in a POST's form fields first, which would parse the whole
+    body (files and all) before the token is compared; the API takes it from the header."""
+
+    POST = QueryDict()
+
+    def __init__(self, request: HttpRequest) -> None:
+        self._request = request
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request, name)
+
+
+class SessionAuthentication(authentication.SessionAuthentication):
+    """DRF's session authentication with the CSRF check made before the body is read."""
+
+    def enforce_csrf(self, request: Request) -> None:
+        check = CSRFCheck(lambda request: None)
+        seen = _WithoutBody(request._request)
+        check.process_request(seen)  # reads the cookie into META["CSRF_COOKIE"]
+        reason = check.process_view(seen, None, (), {})
+        if reason:
+            raise CsrfRefused(f"CSRF Failed: {reason}")
+
+
+class CsrfRefused(exceptions.PermissionDenied):
+    # Not garden.api.errors.ApiError: DRF imports this module while its views are loading.
+    def __init__(self, message: str) -> None:
+        super().__init__(detail=message, code="CSRF_FAILED")
 
 
 class TokenRefused(exceptions.APIException):
@@ -48,6 +87,16 @@ class AccessTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class SessionScheme(OpenApiAuthenticationExtension):
+    """The session as the OpenAPI schema describes it: Django's session cookie."""
+
+    target_class = "garden.api.auth.SessionAuthentication"
+    name = "sessionCookie"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "apiKey", "in": "cookie", "name": settings.SESSION_COOKIE_NAME}
 
 
 class AccessTokenScheme(OpenApiAuthenticationExtension):
