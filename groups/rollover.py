@@ -11,6 +11,7 @@ from django.db.models import Sum, TextField
 from django.db.models.functions import Cast, Length
 
 from garden import events
+from garden.budgets import budget_check, budget_spend
 from garden.models import Approval, Conversation, Message
 from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock
 from garden.services.conversations import (
@@ -98,6 +99,12 @@ def rollover(*, request: GroupRequest) -> str:
         if isinstance(bounded, RoomTooLarge):
             _tell_owner(request, f"The thread did not roll over: {bounded.reason}")
             return "room_too_large"
+        spent = budget_check(owner_id=group.owner_id, account=coordinator.model_account)
+        if spent is not None:
+            # The owner's token budget on the coordinator's operator credential is spent:
+            # the thread stays as it is; the next completed request tries again.
+            _tell_owner(request, f"The thread did not roll over: {spent.message}")
+            return "token_budget_spent"
         with call_slot(owner_id=group.owner_id) as free:
             if not free:
                 # Every model-call slot of the owner is in use: the task tries again shortly.
@@ -119,6 +126,10 @@ def rollover(*, request: GroupRequest) -> str:
                 )
             except ProviderError as exc:
                 reply, failure = None, exc
+        if failure is None:
+            budget_spend(
+                owner_id=group.owner_id, account=coordinator.model_account, usage=reply.usage
+            )
         if failure is not None:
             budget.settle_failed_call(reservation=reservation, failure=failure)
             _tell_owner(

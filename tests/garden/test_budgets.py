@@ -227,3 +227,31 @@ def test_staff_set_an_owners_own_budget_in_the_admin(owner, shared, client, djan
     )
     assert refused.status_code == 200 and "per_minute" in refused.context["adminform"].form.errors
     assert TokenBudget.objects.get(owner=owner).per_minute is None
+
+
+def test_a_rollover_counts_its_tokens_and_is_not_made_past_the_budget(
+    owner, shared, operator_api, settings
+):
+    from garden.budgets import budget_used
+    from groups.rollover import request_after_finish
+
+    group = coordinated_by(owner, shared)
+    group.room_cap_chars = 3_000
+    group.save(update_fields=["room_cap_chars"])
+    operator_api.reply(200, openai_reply("Noted: " + "n" * 400, usage=(60, 50)))
+    first = request_create(group=group, text="Plan the savings. " + "p" * 2_900)
+    request_start_next(group_id=group.pk)
+    run_to_the_end(first)
+    assert budget_used(owner_id=owner.pk, credential="shared")["day"] == 110
+
+    settings.GARDEN_TOKEN_BUDGET_PER_DAY = 110
+    assert request_after_finish(request_id=first.pk) == "token_budget_spent"
+    notice = Message.objects.filter(request=first, kind="notice").last()
+    assert "did not roll over" in notice.text and "TOKEN_BUDGET_SPENT" in notice.text
+    assert len(operator_api.requests) == 1
+    assert not Message.objects.filter(kind="summary").exists()
+
+    settings.GARDEN_TOKEN_BUDGET_PER_DAY = 0
+    operator_api.reply(200, openai_reply("SUMMARY: the plan.", usage=(500, 20)))
+    assert request_after_finish(request_id=first.pk) == "rolled"
+    assert budget_used(owner_id=owner.pk, credential="shared")["day"] == 630
