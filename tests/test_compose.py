@@ -65,3 +65,44 @@ def test_the_image_runs_unprivileged_says_its_port_and_caches_its_dependencies()
 def test_the_readme_says_how_to_create_the_first_user(compose):
     text = (ROOT / "README.md").read_text() + (ROOT / "docker-compose.yml").read_text()
     assert "docker compose run --rm web python manage.py createsuperuser" in text
+
+
+def _published(service: dict) -> list[str]:
+    return [str(p) for p in service.get("ports", [])]
+
+
+def test_only_the_tls_proxy_is_published_beyond_loopback(compose):
+    services = compose["services"]
+    # web: loopback only (host:port:container), never plain HTTP on every interface.
+    assert _published(services["web"]) == ["127.0.0.1:8000:8000"]
+    for name, service in services.items():
+        if name == "proxy":
+            continue
+        for port in _published(service):
+            assert port.startswith("127.0.0.1:"), (name, port)
+    proxy = services["proxy"]
+    assert "443:443" in _published(proxy)
+    assert "--to web:8000" in proxy["command"] and "reverse-proxy" in proxy["command"]
+    assert "web" in proxy["depends_on"]
+    assert "caddy" in compose["volumes"]  # certificates survive a restart
+
+
+def test_garden_trusts_the_proxy_and_speaks_https_by_default(compose):
+    for name in GARDEN:
+        environment = compose["services"][name]["environment"]
+        assert environment["GARDEN_HTTPS"] == "${GARDEN_HTTPS:-true}", name
+        assert environment["GARDEN_BEHIND_PROXY"] == "${GARDEN_BEHIND_PROXY:-true}", name
+        assert "GARDEN_DOMAIN" in environment["DJANGO_ALLOWED_HOSTS"], name
+
+
+def test_the_operations_guide_says_how_to_put_a_tls_proxy_in_front():
+    text = (ROOT / "docs" / "operations.md").read_text()
+    for needed in (
+        "GARDEN_DOMAIN",
+        "GARDEN_BEHIND_PROXY",
+        "SECURE_PROXY_SSL_HEADER",
+        "X-Forwarded-Proto",
+        "X-Forwarded-For",
+        "127.0.0.1:8000",
+    ):
+        assert needed in text, needed
