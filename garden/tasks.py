@@ -1,12 +1,10 @@
 """Celery tasks of the garden runtime: thin wrappers that take ids and call one service."""
 
-import random
-
 from celery import shared_task
-from django.conf import settings
 
 from garden.services.chat import CHAT_REPLY_TASK, CallSlotsBusy, ReplyLater
 from garden.services.chat import chat_reply as service
+from garden.slots import slot_backoff
 
 
 @shared_task(name=CHAT_REPLY_TASK, bind=True, acks_late=True, ignore_result=True, max_retries=None)
@@ -22,6 +20,7 @@ def chat_reply(self, message_id: int, attempt: int = 1, first_at: float | None =
             exc=later,
         ) from later
     except CallSlotsBusy as exc:
-        # The owner's other calls hold every slot: come back without holding a worker thread.
-        pause = settings.GARDEN_CALL_SLOT_RETRY_SECONDS * random.uniform(0.8, 1.2)
+        # The owner's other calls hold every slot: come back without holding a worker thread,
+        # each look later than the last (jittered), as a group step does.
+        pause = slot_backoff(self.request.retries)
         raise self.retry(countdown=pause, exc=exc) from exc

@@ -238,3 +238,22 @@ def test_a_long_conversation_is_bounded_before_the_call(owner, loopback_provider
     assert "omitted" in sent[0]["content"] and sent[0]["role"] == "user"
     assert sent[-1] == {"role": "user", "content": "And the total?"}
     assert "turn 1999 " in str(sent) and "turn 0 " not in str(sent)
+
+
+@pytest.mark.django_db
+def test_a_reply_whose_owner_has_no_free_call_slot_writes_nothing_and_waits(owner, settings):
+    from garden.services.chat import CallSlotsBusy
+    from garden.slots import slot_acquire, slot_release
+
+    settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER = 1
+    ledger = make_agent(owner, "ledger", [], default="Now.")
+    conv = conversation_create(owner=owner, agent=ledger)
+    sent = conversation_post_owner_message(owner=owner, conversation=conv, text="hi")
+    held = slot_acquire(owner_id=owner.pk)
+    try:
+        with pytest.raises(CallSlotsBusy):
+            chat_reply(message_id=sent.pk)
+        assert not Message.objects.filter(in_reply_to=sent).exists()
+    finally:
+        slot_release(owner_id=owner.pk, token=held)
+    assert chat_reply(message_id=sent.pk).text == "Now."
