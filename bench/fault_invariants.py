@@ -77,7 +77,9 @@ def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, i
         rejected = sum(
             1
             for x in rows
-            if x["status"] == CallReservation.Status.RELEASED and x["reason"] == "PROVIDER_REJECTED"
+            # Released: a rejection the provider confirmed (any of its named kinds).
+            if x["status"] == CallReservation.Status.RELEASED
+            and x["reason"].startswith("PROVIDER_")
         )
         dispatched = seen.get(tags[pk], 0)
         if dispatched > len(held) + rejected:

@@ -524,23 +524,20 @@ def _after_failure(
         return "synthesis_failed"
     queue = [Contribution.from_json(c) for c in room.request.queue]
     if queue and queue[0].agent == speaker.pk:
-        return skip_member(room, queue, f"{_what_failed(exc, 'its')} ({exc.code})")
+        return skip_member(room, queue, _what_failed(exc, "its"))
     what = _what_failed(exc, f"@{speaker.handle}'s")
     with fenced(room):
         finish(
             room,
             state=GroupRequest.State.FAILED,
             outcome_code=exc.code,
-            outcome=f"{what}: {exc.code}.",
-            notice=f"{what} ({exc.code}); the request ended.",
+            outcome=f"{what}.",
+            notice=f"{what}; the request ended.",
         )
     return "failed"
 
 
 def _what_failed(exc: ProviderError, whose: str) -> str:
-    """How a failed call is told in the room, by what the provider did."""
-    if isinstance(exc, ReplyTooLarge):
-        return f"{whose} reply was larger than the call allows"
-    if isinstance(exc, MalformedReply):
-        return f"{whose} reply could not be read"
-    return f"{whose} model could not be reached"
+    """How a failed call is told in the room: what happened, in the words an account's Test
+    uses, and its code."""
+    return f"{whose} model call failed ({exc.code}: {exc.words.rstrip('.')})"

@@ -11,6 +11,7 @@ import base64
 import email.utils
 import functools
 import json
+import socket
 import ssl
 import time
 from collections.abc import Iterable
@@ -30,11 +31,18 @@ from .types import (
     ConfirmedRejection,
     EgressRefusedError,
     MalformedReply,
+    ProviderAuthFailed,
     ProviderConfigError,
     ProviderConnectionLost,
+    ProviderConnectTimeout,
     ProviderError,
+    ProviderNameNotFound,
+    ProviderNotFound,
+    ProviderRateLimited,
     ProviderServerError,
     ProviderTimeout,
+    ProviderTlsFailed,
+    ProviderUnreachable,
     ReplyTooLarge,
     TextBlock,
     TextSink,
@@ -419,13 +427,28 @@ def classify_exception(exc: httpx.HTTPError, provider: str) -> Exception:
     """Map a transport exception to a ProviderError, by whether the request could have run."""
     # ConnectTimeout is a TimeoutException too, so it must be tested before the timeout branch:
     # a connection that never opened carried no request.
-    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
-        return ConfirmedRejection(f"{provider}: could not connect: {exc!r}")
+    if isinstance(exc, httpx.ConnectTimeout):
+        return ProviderConnectTimeout(f"{provider}: could not connect in time: {exc!r}")
+    if isinstance(exc, httpx.ConnectError):
+        return _connect_failure(exc)(f"{provider}: could not connect: {exc!r}")
     if isinstance(exc, httpx.TimeoutException):
         return ProviderTimeout(f"{provider}: timed out: {exc!r}")
     if isinstance(exc, (httpx.NetworkError, httpx.RemoteProtocolError)):
         return ProviderConnectionLost(f"{provider}: connection lost: {exc!r}")
     return AmbiguousFailure(f"{provider}: transport failure: {exc!r}")
+
+
+def _connect_failure(exc: httpx.ConnectError) -> type[ConfirmedRejection]:
+    """Which refusal a connection that never carried a request was, from its causes."""
+    chain, cause = [], exc
+    while cause is not None and len(chain) < 10:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(isinstance(c, ssl.SSLError) for c in chain) or "SSL" in str(exc):
+        return ProviderTlsFailed
+    if any(isinstance(c, socket.gaierror) for c in chain) or "cannot resolve" in str(exc):
+        return ProviderNameNotFound
+    return ProviderUnreachable
 
 
 def check_status(status: int, headers: httpx.Headers, body: bytes, provider: str) -> None:
@@ -434,7 +457,11 @@ def check_status(status: int, headers: httpx.Headers, body: bytes, provider: str
         return
     message = f"{provider}: HTTP {status}: {_snippet(body)}"
     if status == 429:
-        raise ConfirmedRejection(message, status=status, retry_after=parse_retry_after(headers))
+        raise ProviderRateLimited(message, status=status, retry_after=parse_retry_after(headers))
+    if status in (401, 403):
+        raise ProviderAuthFailed(message, status=status)
+    if status == 404:
+        raise ProviderNotFound(message, status=status)
     if status in REJECTION_STATUSES:
         raise ConfirmedRejection(message, status=status)
     if status >= 500:

@@ -134,9 +134,11 @@ class AccountConfig:
 
 
 class ProviderError(Exception):
-    """Base of every adapter failure. ``code`` is a stable name for logs and the API."""
+    """Base of every adapter failure. ``code`` is a stable name for logs and the API;
+    ``words`` says what happened to a person, the same on an account's Test and in the room."""
 
     code = "PROVIDER_ERROR"
+    words = "The model call failed."
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -150,12 +152,59 @@ class ConfirmedRejection(ProviderError):
     """
 
     code = "PROVIDER_REJECTED"
+    words = "The model server refused the call as it was made."
 
     def __init__(
         self, message: str, *, status: int | None = None, retry_after: float | None = None
     ) -> None:
         super().__init__(message, status=status)
         self.retry_after = retry_after
+
+
+# Each way a call can be refused before any work, by what happened: the budget treats them all
+# as a confirmed rejection (the reservation is released), a person reads which one it was.
+
+
+class ProviderUnreachable(ConfirmedRejection):
+    """Nothing answered at the base URL's address: the connection was refused."""
+
+    code = "PROVIDER_UNREACHABLE"
+    words = "Nothing is answering at the base URL: is the model server running, on that port?"
+
+
+class ProviderNameNotFound(ConfirmedRejection):
+    code = "PROVIDER_DNS_FAILED"
+    words = "The base URL's host name could not be looked up: check its spelling."
+
+
+class ProviderTlsFailed(ConfirmedRejection):
+    code = "PROVIDER_TLS_FAILED"
+    words = (
+        "The secure connection to the model server failed (its certificate, or https to a "
+        "server that speaks http)."
+    )
+
+
+class ProviderConnectTimeout(ConfirmedRejection):
+    code = "PROVIDER_CONNECT_TIMEOUT"
+    words = "The model server did not accept a connection in time."
+
+
+class ProviderAuthFailed(ConfirmedRejection):
+    code = "PROVIDER_AUTH_FAILED"
+    words = "The model server refused the key (HTTP 401 or 403): check the account's key."
+
+
+class ProviderNotFound(ConfirmedRejection):
+    code = "PROVIDER_NOT_FOUND"
+    words = (
+        "The model server has no such model or endpoint (HTTP 404): check the model and base URL."
+    )
+
+
+class ProviderRateLimited(ConfirmedRejection):
+    code = "PROVIDER_RATE_LIMITED"
+    words = "The model server is limiting calls (HTTP 429); it will be asked again later."
 
 
 class AmbiguousFailure(ProviderError):
@@ -166,14 +215,17 @@ class AmbiguousFailure(ProviderError):
 
 class ProviderTimeout(AmbiguousFailure):
     code = "PROVIDER_TIMEOUT"
+    words = "The model did not answer in time."
 
 
 class ProviderConnectionLost(AmbiguousFailure):
     code = "PROVIDER_CONNECTION_LOST"
+    words = "The connection to the model server was lost during the call."
 
 
 class ProviderServerError(AmbiguousFailure):
     code = "PROVIDER_SERVER_ERROR"
+    words = "The model server failed (HTTP 5xx)."
 
 
 class MalformedReply(AmbiguousFailure):
@@ -185,6 +237,7 @@ class MalformedReply(AmbiguousFailure):
     """
 
     code = "PROVIDER_MALFORMED_REPLY"
+    words = "The model server answered something that is not a reply."
 
 
 class ReplyTooLarge(AmbiguousFailure):
@@ -194,6 +247,7 @@ class ReplyTooLarge(AmbiguousFailure):
     same flood, so the call is not retried."""
 
     code = "REPLY_TOO_LARGE"
+    words = "The reply was far longer than the call asked for; it was cut off."
 
 
 class ProviderConfigError(ProviderError):

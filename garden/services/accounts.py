@@ -312,9 +312,11 @@ def model_account_test(*, account: ModelAccount) -> AccountTestResult:
         return AccountTestResult(
             False,
             exc.code,
-            _TEST_MESSAGES.get(
-                exc.code,
-                f"The call failed ({exc.code}{f', HTTP {exc.status}' if exc.status else ''}).",
+            _TEST_MESSAGES.get(exc.code)
+            or (
+                exc.words
+                if exc.words != ProviderError.words
+                else f"The call failed ({exc.code}{f', HTTP {exc.status}' if exc.status else ''})."
             ),
         )
     except Exception:  # the test answers by name whatever happens; the log has the rest
@@ -331,8 +333,6 @@ _TEST_MESSAGES = {
     "CREDENTIAL_UNAVAILABLE": "The operator's credential has no key on this site.",
     "CREDENTIAL_BASE_URL_MISMATCH": "The operator's credential may not be sent to this base URL.",
     "KEY_UNREADABLE": "The stored key cannot be decrypted; paste it again.",
-    "PROVIDER_TIMEOUT": "The model did not answer in time.",
-    "PROVIDER_REJECTED": "The provider refused the call (a wrong key, model or quota?).",
 }
 
 

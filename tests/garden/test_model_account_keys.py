@@ -372,7 +372,7 @@ def test_the_account_test_never_shows_what_a_server_answered(api, owner, operato
         },
     )
     result = api.post(f"/api/model-accounts/{made.json()['id']}/test").json()
-    assert result["ok"] is False and result["code"] == "PROVIDER_REJECTED"
+    assert result["ok"] is False and result["code"] == "PROVIDER_AUTH_FAILED"
     assert "banner" not in result["message"] and "secret-config" not in result["message"]
 
 

@@ -200,7 +200,7 @@ def test_ambiguous_failures_keep_the_call_and_confirmed_rejections_release_it(
         .values_list("status", "reason")
     )
     assert ledger_calls == [
-        ("released", "PROVIDER_REJECTED"),
+        ("released", "PROVIDER_RATE_LIMITED"),
         ("consumed", "PROVIDER_SERVER_ERROR"),
         ("consumed", ""),
     ]

@@ -106,8 +106,8 @@ def test_a_members_flood_ends_its_contribution_by_name_and_the_request_goes_on(
     assert (kept.status, kept.reason) == ("consumed", "REPLY_TOO_LARGE")
     notice = Message.objects.get(request=request, kind="notice")
     assert notice.content[0]["text"] == (
-        "@ledger's contribution did not come: its reply was larger than the call allows "
-        "(REPLY_TOO_LARGE)."
+        "@ledger's contribution did not come: its model call failed (REPLY_TOO_LARGE: The "
+        "reply was far longer than the call asked for; it was cut off)."
     )
     answer = next(
         b

@@ -20,8 +20,10 @@ from garden.providers.types import (
     ConfirmedRejection,
     MalformedReply,
     ProviderConnectionLost,
+    ProviderRateLimited,
     ProviderServerError,
     ProviderTimeout,
+    ProviderUnreachable,
     TextBlock,
 )
 from tests.garden.providers.conftest import http_adapter
@@ -108,7 +110,8 @@ def test_429_is_a_confirmed_rejection_that_says_when_to_retry(
     with pytest.raises(ConfirmedRejection) as caught:
         complete()
 
-    assert type(caught.value) is ConfirmedRejection
+    assert type(caught.value) is ProviderRateLimited
+    assert caught.value.code == "PROVIDER_RATE_LIMITED"
     assert caught.value.status == 429
     assert caught.value.retry_after == retry_after
     message = str(caught.value)
@@ -127,14 +130,27 @@ def test_429_retry_after_as_an_http_date(server, complete, error_body):
     assert 25 <= caught.value.retry_after <= 31
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 413, 422])
-def test_4xx_answered_at_once_is_a_confirmed_rejection(server, complete, error_body, status):
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [
+        (400, "PROVIDER_REJECTED"),
+        (401, "PROVIDER_AUTH_FAILED"),
+        (403, "PROVIDER_AUTH_FAILED"),
+        (404, "PROVIDER_NOT_FOUND"),
+        (409, "PROVIDER_REJECTED"),
+        (413, "PROVIDER_REJECTED"),
+        (422, "PROVIDER_REJECTED"),
+    ],
+)
+def test_4xx_answered_at_once_is_a_confirmed_rejection_named_for_what_it_was(
+    server, complete, error_body, status, code
+):
     server.reply(status, error_body("invalid_request_error", "nope"))
 
     with pytest.raises(ConfirmedRejection) as caught:
         complete()
 
-    assert type(caught.value) is ConfirmedRejection
+    assert caught.value.code == code
     assert caught.value.status == status
     assert caught.value.retry_after is None
 
@@ -187,7 +203,8 @@ def test_nothing_listening_is_a_confirmed_rejection(complete, refused_url):
     with pytest.raises(ConfirmedRejection) as caught:
         complete(base_url=refused_url)
 
-    assert type(caught.value) is ConfirmedRejection
+    assert type(caught.value) is ProviderUnreachable
+    assert "is the model server running" in caught.value.words
     assert caught.value.status is None
 
 
