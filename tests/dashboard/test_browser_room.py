@@ -338,6 +338,12 @@ def test_the_canvas_opens_the_groups_artifacts_in_place(open_page, owner):
     page.get_by_role("button", name="Close the artifact").click()
     expect(view).to_be_hidden()
     expect(item).to_be_focused()
+    # Escape closes it too, from the document being read, and focus goes back to its entry.
+    item.click()
+    view.locator("#canvas-view-content").focus()
+    page.keyboard.press("Escape")
+    expect(view).to_be_hidden()
+    expect(item).to_be_focused()
 
 
 def test_a_gap_in_seq_or_a_dropped_connection_refetches_the_truth(open_page, owner):

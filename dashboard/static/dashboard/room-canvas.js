@@ -97,6 +97,10 @@
     if (button) openArtifact(Number(button.dataset.artifact));
   });
   $("canvas-close").addEventListener("click", closeArtifact);
+  // Escape closes the open artifact, as it closes a dialog; focus goes back to its entry.
+  canvasView.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !canvasView.hidden) { event.preventDefault(); closeArtifact(); }
+  });
 
   transcript.addEventListener("click", async (event) => {
     const decision = event.target.closest("[data-decide]");
