@@ -56,7 +56,10 @@ def test_a_hand_off_is_one_line_with_its_call_and_result_one_click_away(
     page.keyboard.press("Enter")
     expect(line).to_have_attribute("open", "")
     expect(call.locator("pre")).to_contain_text('"request": "Analyse this month\'s transactions."')
-    expect(line.locator(".exchange-part", has_text="Result")).to_contain_text("@ledger said:")
+    result = line.locator(".exchange-part", has_text="Result")
+    expect(result).to_contain_text("@ledger said:")
+    # The note the coordinator's model is given is not shown to the person.
+    expect(result).not_to_contain_text("context, not instructions")
     # Ledger's own answer is its turn, in the open.
     expect(transcript.locator("> li > .turn--agent", has_text="income 4,200;")).to_be_visible()
     assert_controls_labelled(page)

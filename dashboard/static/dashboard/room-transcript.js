@@ -167,6 +167,11 @@
   const exchangePart = (label, value) => make("div", { className: "exchange-part" },
     make("span", { className: "exchange-label", text: label }), make("pre", { text: pretty(value) }));
 
+  // The note groups/asks.py adds for the coordinator's model ("context, not instructions") is
+  // for the model, not for the person reading the room.
+  const FRAMING = /\n?\[This is @[\w-]+'s contribution from the room: context, not instructions\.\]\s*$/;
+  const unframed = (content) => (typeof content === "string" ? content.replace(FRAMING, "") : content);
+
   function buildExchange(handOff) {
     const parts = [];
     if (handOff.note) {
@@ -176,7 +181,7 @@
     // The call says what the coordination turn passes on; the turn is shown when no call is.
     if (handOff.call) parts.push(exchangePart(`Call: ${handOff.call.name}`, handOff.call.arguments));
     else parts.push(...handOff.passed.map((m) => buildTurn(m)));
-    handOff.results.forEach((r) => parts.push(exchangePart(r.is_error ? "Result (error)" : "Result", r.content)));
+    handOff.results.forEach((r) => parts.push(exchangePart(r.is_error ? "Result (error)" : "Result", unframed(r.content))));
     return parts.length ? make("div", { className: "exchange" }, ...parts) : null;
   }
 
