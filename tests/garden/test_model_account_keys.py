@@ -458,3 +458,34 @@ def test_the_admin_drops_a_key_when_the_base_url_changes(admin_client, owner, op
     assert response.status_code == 302, response.content
     account.refresh_from_db()
     assert account.base_url == "https://elsewhere.example/v1" and account.api_key_encrypted == ""
+
+
+def test_the_admin_drops_a_key_when_the_provider_changes(admin_client, owner, operator_api):
+    base_url = f"{operator_api.url}/v1"
+    account = model_account_create(
+        owner=owner,
+        name="p",
+        provider="openai",
+        model="m",
+        api_key="sk-for-openai",
+        base_url=base_url,
+    )
+    form = {
+        "owner": owner.pk,
+        "name": "p",
+        "provider": "anthropic",
+        "model": "m",
+        "base_url": base_url,
+        "credential": "",
+        "timeout_seconds": 60,
+        "options": "{}",
+    }
+    response = admin_client.post(f"/admin/garden/modelaccount/{account.pk}/change/", form)
+    assert response.status_code == 302, response.content
+    account.refresh_from_db()
+    assert (account.provider, account.api_key_encrypted) == ("anthropic", "")
+    # Given again in the same change, the key is kept.
+    form.update(provider="openai", api_key="sk-for-openai-again")
+    admin_client.post(f"/admin/garden/modelaccount/{account.pk}/change/", form)
+    account.refresh_from_db()
+    assert api_key_decrypt(account.api_key_encrypted) == "sk-for-openai-again"
