@@ -229,6 +229,13 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             "name": group.name,
             "coordinator": group.coordinator_id,
             "members": [face(a) for a in members],
+            # Members answering from an offline script: the room says so on their turns.
+            "scripted": list(
+                Agent.objects.filter(
+                    pk__in=[a.pk for a in members],
+                    model_account__provider=ModelAccount.Provider.SCRIPTED,
+                ).values_list("pk", flat=True)
+            ),
         },
         "owner": {"name": request.user.get_short_name() or request.user.get_username()},
         "urls": {

@@ -40,6 +40,7 @@
     if (shownArtifact !== null && !openArtifact(shownArtifact, { focus: false })) closeArtifact();
   }
 
+  let shownText = ""; // the open document's text, for Copy
   function openArtifact(id, { focus = true } = {}) {
     const content = canvasList.querySelector(`template[data-artifact-content="${id}"]`);
     const button = canvasList.querySelector(`[data-artifact="${id}"]`);
@@ -54,6 +55,8 @@
     const text = readable
       ? (more > 0 ? `${shown}\n\n[… ${more.toLocaleString()} more characters${file ? ": open the file" : ""}]` : shown)
       : file ? "" : `This artifact is ${mime}; it is kept in your library.`;
+    shownText = readable ? shown : "";
+    $("canvas-copy").hidden = !shownText;
     $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
     // A Markdown document reads as a document; anything else as its text.
@@ -97,6 +100,16 @@
     if (button) openArtifact(Number(button.dataset.artifact));
   });
   $("canvas-close").addEventListener("click", closeArtifact);
+  $("canvas-copy").addEventListener("click", async (event) => {
+    const button = event.currentTarget;
+    try {
+      await navigator.clipboard.writeText(shownText);
+      button.textContent = "Copied";
+    } catch (error) {
+      button.textContent = "Copy failed";
+    }
+    setTimeout(() => { button.textContent = "Copy"; }, 1500);
+  });
   // Escape closes the open artifact, as it closes a dialog; focus goes back to its entry.
   canvasView.addEventListener("keydown", (event) => {
     if (event.key === "Escape" && !canvasView.hidden) { event.preventDefault(); closeArtifact(); }

@@ -22,6 +22,31 @@
   };
   const setMembers = (list) => { room.members = new Map(list.map((m) => [m.id, m])); };
   setMembers(data.group.members);
+  const scripted = new Set(data.group.scripted || []);
+
+  // One way to write a date and time, wherever the room shows one.
+  const when = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const clock = new Intl.DateTimeFormat(undefined, { timeStyle: "short" });
+  function stamp(iso) {
+    if (!iso) return null;
+    const at = new Date(iso);
+    return make("time", { className: "turn-time", datetime: iso, title: when.format(at), text: clock.format(at) });
+  }
+
+  // Copies a turn's (or a document's) text; says so on the button for a moment.
+  function copyButton(label, text) {
+    const button = make("button", { type: "button", className: "copy-button", text: "Copy", "aria-label": label });
+    button.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(text());
+        button.textContent = "Copied";
+      } catch (error) {
+        button.textContent = "Copy failed";
+      }
+      setTimeout(() => { button.textContent = "Copy"; }, 1500);
+    });
+    return button;
+  }
 
   // What the room's files share: the state above, and the functions each file adds. Calls from
   // one file to another go through it (shared.sync()), so they are looked up when they run.
@@ -102,7 +127,14 @@
     const kind = owner ? "owner" : speaker.kind === "agent" ? "agent" : "garden";
     const head = make("div", { className: "turn-head" }, make("span", { className: "speaker", text: speaker.name }));
     if (speaker.handle) head.append(" ", make("span", { className: "handle", text: `@${speaker.handle}` }));
+    if (speaker.agent && scripted.has(speaker.agent)) {
+      head.append(" ", make("span", { className: "tag tag--scripted", text: "scripted", title: "Answers from an offline script, not a model" }));
+    }
     if (link.queued) head.append(" ", make("span", { className: "tag tag--queued", text: "Queued" }));
+    const stamped = stamp(m.created_at);
+    if (stamped) head.append(" ", stamped);
+    const words = textOf(m);
+    if (words) head.append(" ", copyButton(`Copy ${speaker.name}'s message`, () => words));
     const body = make("div", { className: "turn-body" });
     if (link.question) {
       body.append(make("a", { className: "reply-link", href: `#${anchor(link.question)}` },
