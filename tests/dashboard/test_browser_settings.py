@@ -146,7 +146,9 @@ def test_add_a_model_account_and_test_it_against_a_real_server(open_page, owner,
 
     model_server.push(Respond(401, {"error": {"message": "bad key"}}))
     row.get_by_role("button", name="Test").click()
-    expect(row.locator(".test-result")).to_have_text(re.compile(r"^PROVIDER_AUTH_FAILED: The model server refused the key"))
+    expect(row.locator(".test-result")).to_have_text(
+        re.compile(r"^PROVIDER_AUTH_FAILED: The model server refused the key")
+    )
     expect(row.locator(".test-result")).not_to_contain_text("bad key")
 
     # Edit without a key keeps the stored one; the name changes.
