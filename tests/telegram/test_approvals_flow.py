@@ -181,12 +181,17 @@ def test_a_deactivated_owners_chat_decides_nothing(bot_api, linked_approval):
     owner = approval.owner
     owner.is_active = False
     owner.save(update_fields=["is_active"])
-    post_update(Client(), press_update(f"ap:{approval.pk}:r", chat_id=CHAT))
+    # Deactivation stops the owner's requests, rejecting what waited for them.
+    approval.refresh_from_db()
+    assert (approval.status, approval.reason) == ("rejected", "request stopped")
+    assert state_of(request) == "stopped"
+    # A press from their chat afterwards decides nothing: it is answered, and nothing changes.
+    post_update(Client(), press_update(f"ap:{approval.pk}:a", chat_id=CHAT))
     wait_for(lambda: len(answers(bot_api)) >= 1)
     assert answers(bot_api)[-1].startswith("Not")
-    time.sleep(0.5)
     approval.refresh_from_db()
-    assert approval.status == "pending" and state_of(request) == "awaiting_approval"
+    assert (approval.status, approval.decided_by_id) == ("rejected", None)
+    assert state_of(request) == "stopped"
 
 
 def test_a_pending_approval_follows_the_owner_to_a_newly_linked_chat(bot_api, linked_approval):
