@@ -128,14 +128,18 @@
 
   // --- approvals ----------------------------------------------------------------------------
 
+  // Each approval remembers when the page learned of it, so a list the API read before then
+  // (its answer still on the way) cannot take it away as "decided elsewhere".
+  let learned = 0;
   function onApproval(approval) {
-    room.approvals.set(approval.id, { ...approval, busy: false });
+    room.approvals.set(approval.id, { ...approval, busy: false, learned: ++learned });
   }
 
   // The open thread's approvals, decided ones too, so a card stays where its call was made
   // after a reload; before the thread is known, the pending ones.
   async function loadApprovals() {
     const query = room.conversation !== null ? `conversation=${room.conversation}` : "state=pending";
+    const asked = learned;
     const result = await api("GET", `${urls.approvals}?${query}`);
     if (!result.ok) return;
     const list = Array.isArray(result.data) ? result.data : (result.data && result.data.approvals) || [];
@@ -148,7 +152,9 @@
     }
     // Shown as pending here but not listed as such there: decided elsewhere, or its request ended.
     for (const [id, approval] of room.approvals) {
-      if (approval.status === "pending" && !listed.has(id)) room.approvals.delete(id);
+      if (approval.status === "pending" && !listed.has(id) && (approval.learned || 0) <= asked) {
+        room.approvals.delete(id);
+      }
     }
   }
 

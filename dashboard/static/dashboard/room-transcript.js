@@ -134,7 +134,7 @@
     const stamped = stamp(m.created_at);
     if (stamped) head.append(" ", stamped);
     const words = textOf(m);
-    if (words) head.append(" ", copyButton(`Copy ${speaker.name}'s message`, () => words));
+    if (words) head.append(" ", copyButton(owner ? "Copy your message" : `Copy ${speaker.name}'s message`, () => words));
     const body = make("div", { className: "turn-body" });
     if (link.question) {
       body.append(make("a", { className: "reply-link", href: `#${anchor(link.question)}` },
