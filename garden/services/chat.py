@@ -183,11 +183,16 @@ def _call(
 ) -> tuple[list[dict], bool]:
     """The agent's model call: its reply's content, or an honest notice's (and True)."""
     agent = conversation.agent
+    if not agent.can_run:
+        # Its account was taken away (or the agent removed) after the message was sent.
+        return [text_block(f"The reply did not come: @{agent.handle} has no model now.")], True
     try:
         with call_slot(owner_id=conversation.owner_id) as free:
             if not free:
                 raise CallSlotsBusy(conversation.owner_id)
             reply = get_provider(account_config(agent.model_account)).complete(request)
+    except (ReplyLater, CallSlotsBusy):
+        raise
     except ConfirmedRejection as exc:
         wait = min(exc.retry_after or 2.0**attempt, 30.0)
         if (
@@ -200,6 +205,11 @@ def _call(
         return [text_block(f"The reply did not come: the provider refused ({exc.code}).")], True
     except ProviderError as exc:
         return [text_block(f"The reply did not come ({exc.code}).")], True
+    except Exception:
+        # Whatever went wrong, the owner's message is answered: an unanswered one would count
+        # against their queue until someone looked (the log has the rest).
+        log.exception("1:1 reply to conversation %s failed", conversation.pk)
+        return [text_block("The reply did not come (REPLY_FAILED).")], True
     budget_spend(owner_id=conversation.owner_id, account=agent.model_account, usage=reply.usage)
     return blocks_to_json(reply.content) or [text_block("")], False
 

@@ -61,6 +61,28 @@ def test_a_provider_failure_ends_with_an_honest_notice(owner, settings):
 
 
 @pytest.mark.django_db
+def test_a_message_whose_agent_lost_its_model_is_still_answered_and_frees_the_queue(
+    owner, settings
+):
+    """Every unanswered message counts against the owner's queue however old, so each one gets
+    an answer: an agent whose account went away after the message was sent answers with a
+    notice, not a crashed task that leaves the message waiting for ever."""
+    settings.GARDEN_MAX_QUEUED_PER_OWNER = 1
+    ledger = make_agent(owner, "ledger", [], default="ok")
+    conv = conversation_create(owner=owner, agent=ledger)
+    sent = conversation_post_owner_message(owner=owner, conversation=conv, text="hi")
+    Agent.objects.filter(pk=ledger.pk).update(model_account=None)
+    reply = chat_reply(message_id=sent.pk)
+    assert (reply.speaker_kind, reply.kind) == ("garden", "notice")
+    assert "@ledger has no model now" in reply.text
+    # Answered: the queue has room again (the agent needs a model to be addressed again).
+    account = make_agent(owner, "ledger2", []).model_account
+    Agent.objects.filter(pk=ledger.pk).update(model_account=account)
+    conv.refresh_from_db()
+    conversation_post_owner_message(owner=owner, conversation=conv, text="again")
+
+
+@pytest.mark.django_db
 def test_confirmed_rejections_are_retried_within_the_ceiling(owner, settings):
     settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 3
     ledger = make_agent(owner, "ledger", [{"error": "rejected"}])
