@@ -87,12 +87,17 @@ class Resolver:
             self._by_owner[key] = self._by_owner.get(key, 0) + 1
             self._by_purpose[purpose] = self._by_purpose.get(purpose, 0) + 1
         pending = _Pending()
-        threading.Thread(
-            target=self._run,
-            args=(pending, host, port, key),
-            name=f"egress-dns-{purpose}",
-            daemon=True,
-        ).start()
+        try:
+            threading.Thread(
+                target=self._run,
+                args=(pending, host, port, key),
+                name=f"egress-dns-{purpose}",
+                daemon=True,
+            ).start()
+        except BaseException:
+            # No thread (the process is out of them): the slot was never used, so give it back.
+            self._release(key)
+            raise
         if not pending.done.wait(max(0.0, end - time.monotonic())):
             raise httpcore.ConnectTimeout(f"resolving {host!r} took longer than {timeout:g} s")
         if pending.error is not None:
@@ -107,10 +112,13 @@ class Resolver:
         except BaseException as exc:  # handed to the caller, who may have stopped waiting
             pending.error = exc
         finally:
-            with self._changed:
-                self._by_owner[key] -= 1
-                if not self._by_owner[key]:
-                    del self._by_owner[key]
-                self._by_purpose[key[0]] -= 1
-                self._changed.notify_all()
+            self._release(key)
             pending.done.set()
+
+    def _release(self, key: tuple[str, int | None]) -> None:
+        with self._changed:
+            self._by_owner[key] -= 1
+            if not self._by_owner[key]:
+                del self._by_owner[key]
+            self._by_purpose[key[0]] -= 1
+            self._changed.notify_all()

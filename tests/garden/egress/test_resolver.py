@@ -210,3 +210,20 @@ def test_a_model_call_counts_its_lookup_against_its_accounts_owner(settings, mon
         server.close()
     wait_for(lambda: egress.policy.RESOLVER.in_flight(purpose="provider") == 0)
     assert len(server.requests) == 1
+
+
+def test_a_lookup_that_gets_no_thread_gives_its_slot_back(settings, lookup, monkeypatch):
+    """A process out of threads (RuntimeError from Thread.start) refuses the lookup and counts
+    nothing: the owner's next lookup is not held by one that never ran."""
+    settings.GARDEN_EGRESS_DNS_PER_OWNER = 1
+    resolver = egress.Resolver(lookup)
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(threading.Thread, "start", no_thread)
+        with pytest.raises(RuntimeError):
+            resolver.resolve("api.example.test", 443, purpose="provider", owner_id=1, timeout=1)
+    assert resolver.in_flight(purpose="provider", owner_id=1) == 0
+    assert resolver.resolve("api.example.test", 443, purpose="provider", owner_id=1, timeout=5)
