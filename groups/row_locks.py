@@ -18,8 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import F
 from django.utils import timezone
@@ -183,6 +185,14 @@ class Claim:
     thread_last_seq: int
 
 
+def tool_wait_cutoff() -> datetime:
+    """A step waiting for a tool slot (``waiting_for`` tools_in_flight) keeps the fence it
+    claimed without holding the group's lock: it is live, not lost, while it has touched its
+    row within the sweeper's delay (groups/tool_use.py keep_from_sweeper sees to that), so its
+    fence is not claimed again before then. Older, its continuation was lost: reclaimed."""
+    return timezone.now() - timedelta(seconds=settings.GARDEN_SWEEP_AFTER_SECONDS)
+
+
 def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
     """PostgreSQL: a step's claim and its first read in one statement. Moves the fence of a
     steppable request of ``group_id`` from ``fence`` to ``fence + 1`` — or, when a step claimed
@@ -196,7 +206,8 @@ def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
     sql = (
         f'WITH claimed AS (UPDATE "{requests}" SET "fence" = CASE WHEN "fence" = %s '
         f'THEN %s ELSE %s END, "updated_at" = %s WHERE "id" = %s AND "group_id" = %s '
-        f'AND "state" = ANY(%s) AND ("fence" = %s OR ("fence" = %s AND "completed_fence" < %s)) '
+        f'AND "state" = ANY(%s) AND ("fence" = %s OR ("fence" = %s AND "completed_fence" < %s '
+        f'AND NOT ("waiting_for" = %s AND "updated_at" > %s))) '
         f"RETURNING {', '.join(f'{chr(34)}{c}{chr(34)}' for c in request_columns)}) "
         f"SELECT {', '.join(f'claimed.{chr(34)}{c}{chr(34)}' for c in request_columns)}, "
         f"{', '.join(f'g.{chr(34)}{c}{chr(34)}' for c in group_columns)}, "
@@ -204,7 +215,7 @@ def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
         f'FROM claimed JOIN "{groups}" g ON g."id" = claimed."group_id"'
     )
     params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
-    params += [fence, fence + 1, fence + 1]
+    params += [fence, fence + 1, fence + 1, GroupRequest.WAITING_FOR_TOOL_SLOT, tool_wait_cutoff()]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()

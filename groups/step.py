@@ -170,9 +170,10 @@ def _claim(request_id: int, fence: int, group_id: int) -> int | None:
     )
     if live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
         return fence + 1
-    if live.filter(fence=fence + 1, completed_fence__lt=fence + 1).update(
-        fence=fence + 2, updated_at=now
-    ):
+    lost = live.filter(fence=fence + 1, completed_fence__lt=fence + 1).exclude(
+        waiting_for=GroupRequest.WAITING_FOR_TOOL_SLOT, updated_at__gt=row_locks.tool_wait_cutoff()
+    )
+    if lost.update(fence=fence + 2, updated_at=now):
         budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
         return fence + 2
     _continue_if_lost(request_id, fence, group_id)
@@ -297,8 +298,13 @@ def _wait_for_call_slot(
         pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
     )
     row = steppable.values("fence", "completed_fence", "waiting_for", "updated_at").first()
+    waiting_for_tools = row is not None and (
+        row["waiting_for"] == GroupRequest.WAITING_FOR_TOOL_SLOT
+        and row["updated_at"] > row_locks.tool_wait_cutoff()
+    )
     if row is None or not (
-        row["fence"] == fence or (row["fence"] == fence + 1 and row["completed_fence"] <= fence)
+        row["fence"] == fence
+        or (row["fence"] == fence + 1 and row["completed_fence"] <= fence and not waiting_for_tools)
     ):
         _continue_if_lost(request_id, fence, group_id)
         return "stale"

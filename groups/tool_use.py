@@ -188,7 +188,26 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
         speaker_id, pending = _unanswered_calls(request_id, fence)
         speaker = room.members.get(speaker_id) if speaker_id else None
         queue = [Contribution.from_json(c) for c in room.request.queue]
-        if speaker is None or not pending:
+        if speaker is None and pending:
+            # Its agent left the group while the tools waited: the calls are answered, not run,
+            # so none is left without a result.
+            with fenced(room):
+                append(
+                    room,
+                    speaker=Agent.objects.filter(pk=speaker_id).first(),
+                    content=[
+                        {
+                            "type": "tool_result",
+                            "call_id": call.id,
+                            "content": "NOT_RUN: the agent left the group before its tools ran.",
+                            "is_error": True,
+                        }
+                        for call in pending
+                    ],
+                )
+                complete_step(room, queue, waiting_for="")
+            return "tools"
+        if not pending:
             with fenced(room):
                 complete_step(room, queue, waiting_for="")
             return "tools"

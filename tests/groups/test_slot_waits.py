@@ -4,11 +4,14 @@ back later at the same fence, each pause longer than the last (jittered)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from garden.models import Message
+from garden.models import Agent, Message
 from garden.slots import TOOLS, slot_acquire, slot_backoff, slot_release
 from groups.models import GroupRequest
 from groups.services.requests import request_create, request_start_next
@@ -109,3 +112,88 @@ def test_requests_being_answered_count_against_the_owners_queue_cap(owner, setti
         request_create(group=groups[2], text="And this.")
     assert refused.value.code == "QUEUE_FULL" and "2 messages waiting" in refused.value.message
     assert not GroupRequest.objects.filter(group=groups[2]).exists()
+
+
+def test_a_step_waiting_for_a_tool_slot_is_not_taken_for_a_lost_one(group_factory, owner, settings):
+    """A step that recorded its reply and waits for a tool slot keeps its fence without the
+    group's lock. Another delivery of the step before it (a duplicate, a sweep) must not take
+    it for a crashed one and call the model again; only once the wait is older than the
+    sweeper's delay — its continuation lost — is the fence claimed anew."""
+    settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 1
+    held = slot_acquire(owner_id=owner.pk, kind=TOOLS)
+    try:
+        group = group_factory(
+            concierge_rules=[
+                {"after_tool_result": True, "reply": "Listed."},
+                {"reply": {"tool_calls": [{"name": "file.list", "arguments": {}}]}},
+            ],
+            members={},
+        )
+        request = request_create(group=group, text="What files are there?")
+        request_start_next(group_id=group.pk)
+        request.refresh_from_db()
+        before = request.fence
+        assert advance_request(request_id=request.pk, fence=before, group_id=group.pk) == (
+            "waiting_for_tools"
+        )
+        request.refresh_from_db()
+        claimed = request.fence
+        assert request.waiting_for == GroupRequest.WAITING_FOR_TOOL_SLOT
+        assert request.completed_fence < claimed
+
+        # A second delivery of the step that claimed: stale, nothing claimed, no call made.
+        assert advance_request(request_id=request.pk, fence=before, group_id=group.pk) == "stale"
+        request.refresh_from_db()
+        assert (request.fence, request.working_reserved) == (claimed, 1)
+
+        # The wait went quiet for longer than the sweeper's delay: its continuation was lost,
+        # and the same delivery now reclaims the fence.
+        GroupRequest.objects.filter(pk=request.pk).update(
+            updated_at=timezone.now() - timedelta(seconds=settings.GARDEN_SWEEP_AFTER_SECONDS + 5)
+        )
+        slot_release(owner_id=owner.pk, token=held, kind=TOOLS)
+        held = None
+        advance_request(request_id=request.pk, fence=before, group_id=group.pk)
+        request.refresh_from_db()
+        assert request.fence > claimed
+    finally:
+        if held:
+            slot_release(owner_id=owner.pk, token=held, kind=TOOLS)
+
+
+def test_a_member_who_leaves_while_its_tools_wait_has_its_calls_answered_not_run(
+    group_factory, owner, settings
+):
+    settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 1
+    held = slot_acquire(owner_id=owner.pk, kind=TOOLS)
+    group = group_factory(
+        concierge_rules=[{"reply": "Done."}],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Listed."},
+                {"reply": {"tool_calls": [{"name": "file.list", "arguments": {}}]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(enabled_tools=["file.list"])
+    request = request_create(group=group, text="@ledger list the files")
+    request_start_next(group_id=group.pk)
+    request.refresh_from_db()
+    assert advance_request(request_id=request.pk, fence=request.fence, group_id=group.pk) == (
+        "waiting_for_tools"
+    )
+    request.refresh_from_db()
+    fence = request.fence
+    group.memberships.filter(agent__handle="ledger").delete()
+    slot_release(owner_id=owner.pk, token=held, kind=TOOLS)
+    outcome = advance_request(request_id=request.pk, fence=fence, group_id=group.pk, tools=True)
+    assert outcome == "tools"
+    results = [
+        b
+        for m in Message.objects.filter(request=request, step=fence)
+        for b in m.content
+        if b["type"] == "tool_result"
+    ]
+    assert [r["content"] for r in results] == [
+        "NOT_RUN: the agent left the group before its tools ran."
+    ]
