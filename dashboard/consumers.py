@@ -16,7 +16,7 @@ from django.conf import settings
 
 from dashboard.sockets import SIGNED_OUT, session_sockets, user_sockets
 from garden.events import group_channel
-from groups.selectors import group_get
+from groups.selectors import group_get, group_list
 
 FORBIDDEN = 4403
 TOO_MANY_SOCKETS = 4429
@@ -33,49 +33,54 @@ def _owns(user: Any, group_id: int) -> bool:
     return group_get(owner=user, group_id=group_id) is not None
 
 
-class GroupConsumer(AsyncJsonWebsocketConsumer):
-    channel_group: str | None = None
+@database_sync_to_async
+def _roster_groups(user: Any) -> list[int] | None:
+    if not (user and user.is_authenticated and user.is_active):
+        return None
+    return list(group_list(owner=user).values_list("pk", flat=True))
+
+
+class _OwnersSocket(AsyncJsonWebsocketConsumer):
+    """A signed-in person's socket on some of their groups' channels: counted against
+    GARDEN_MAX_SOCKETS_PER_USER, and closed by signing out, deactivation or a new password."""
+
+    channel_groups: tuple[str, ...] = ()
     counted: int | None = None  # the user this socket is counted against
     close_groups: tuple[str, ...] = ()  # signing out or deactivation closes the socket by these
 
-    async def connect(self) -> None:
-        group_id = int(self.scope["url_route"]["kwargs"]["group_id"])
-        user = self.scope.get("user")
-        if not await _owns(user, group_id):
-            # Accept, then close with a code the page can read: a refused handshake says nothing.
-            await self.accept()
-            await self.close(code=FORBIDDEN)
-            return
+    async def refuse(self, code: int) -> None:
+        # Accept, then close with a code the page can read: a refused handshake says nothing.
+        await self.accept()
+        await self.close(code=code)
+
+    async def join(self, user: Any, channels: tuple[str, ...]) -> None:
         if _open[user.pk] >= settings.GARDEN_MAX_SOCKETS_PER_USER:
             # Each socket holds a consumer and a channel-layer subscription in a shared process.
-            await self.accept()
-            await self.close(code=TOO_MANY_SOCKETS)
+            await self.refuse(TOO_MANY_SOCKETS)
             return
         _open[user.pk] += 1
         self.counted = user.pk
-        # Join before accepting: once the page sees the socket open, no event can slip past the
-        # re-fetch it makes then.
-        self.channel_group = group_channel(group_id)
-        try:
-            await self.channel_layer.group_add(self.channel_group, self.channel_name)
-        except BaseException:
-            self._uncount()
-            raise
         # Signing out closes this session's sockets; deactivation closes all of the user's.
         session_key = getattr(self.scope.get("session"), "session_key", None)
         self.close_groups = (user_sockets(user.pk),) + (
             (session_sockets(session_key),) if session_key else ()
         )
-        for name in self.close_groups:
-            await self.channel_layer.group_add(name, self.channel_name)
+        # Join before accepting: once the page sees the socket open, no event can slip past the
+        # re-fetch it makes then.
+        try:
+            for name in (*channels, *self.close_groups):
+                await self.channel_layer.group_add(name, self.channel_name)
+                self.channel_groups += (name,)
+        except BaseException:
+            await self.disconnect(0)
+            raise
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         self._uncount()
-        if self.channel_group:
-            await self.channel_layer.group_discard(self.channel_group, self.channel_name)
-        for name in self.close_groups:
+        for name in self.channel_groups:
             await self.channel_layer.group_discard(name, self.channel_name)
+        self.channel_groups = ()
 
     def _uncount(self) -> None:
         if self.counted is not None:
@@ -87,9 +92,46 @@ class GroupConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The page only listens; anything it sends is ignored."""
 
-    async def garden_event(self, message: dict[str, Any]) -> None:
-        await self.send_json(message["event"])
-
     async def garden_close(self, message: dict[str, Any]) -> None:
         """Signed out, deactivated or a new password: this socket's session is over."""
         await self.close(code=SIGNED_OUT)
+
+
+class GroupConsumer(_OwnersSocket):
+    """The room's socket: everything its group's channel carries."""
+
+    async def connect(self) -> None:
+        group_id = int(self.scope["url_route"]["kwargs"]["group_id"])
+        user = self.scope.get("user")
+        if not await _owns(user, group_id):
+            await self.refuse(FORBIDDEN)
+            return
+        await self.join(user, (group_channel(group_id),))
+
+    async def garden_event(self, message: dict[str, Any]) -> None:
+        await self.send_json(message["event"])
+
+
+# What the roster shows of a group's events: its requests' states and its approvals.
+ROSTER_EVENTS = frozenset({"request.state", "approval.created", "approval.decided"})
+
+
+class RosterConsumer(_OwnersSocket):
+    """The roster's socket: the state of each of the person's groups (working, waiting for
+    their approval, failed), from those groups' channels, the rest of their traffic dropped
+    here. A group made after the page opened is seen on its next load."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        group_ids = await _roster_groups(user)
+        if group_ids is None:
+            await self.refuse(FORBIDDEN)
+            return
+        await self.join(user, tuple(group_channel(pk) for pk in group_ids))
+
+    async def garden_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        events = event.get("events", []) if event.get("type") == "batch" else [event]
+        for one in events:
+            if one.get("type") in ROSTER_EVENTS:
+                await self.send_json(one)

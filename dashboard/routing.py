@@ -2,8 +2,9 @@
 
 from django.urls import path
 
-from dashboard.consumers import GroupConsumer
+from dashboard.consumers import GroupConsumer, RosterConsumer
 
 websocket_urlpatterns = [
     path("ws/groups/<int:group_id>/", GroupConsumer.as_asgi()),
+    path("ws/roster/", RosterConsumer.as_asgi()),
 ]

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
 from garden.models import Agent, Artifact, AttachmentData
-from groups.models import Group
+from groups.models import Group, GroupRequest
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
 
 CANVAS_LIMIT = 50
@@ -67,3 +67,33 @@ def agent_groups(*, owner: AbstractBaseUser, agent: Agent) -> QuerySet[Group]:
     return Group.objects.filter(
         owner=owner, deleted_at__isnull=True, memberships__agent=agent
     ).order_by("name", "id")
+
+
+# What a group's state on the roster is called, by its request's state.
+ROSTER_STATES = {
+    GroupRequest.State.RUNNING: "working",
+    GroupRequest.State.SYNTHESIZING: "working",
+    GroupRequest.State.AWAITING_APPROVAL: "approval",
+}
+
+
+def group_states(*, group_ids: list[int]) -> dict[int, str]:
+    """Each group's state on the roster — ``working``, ``approval`` (waiting for the owner)
+    or ``failed`` (its last request ended so) — from its active request, else its latest
+    finished one; a group with none of these is left out. One query, whatever the roster."""
+    requests = GroupRequest.objects.filter(group_id=OuterRef("pk"))
+    rows = Group.objects.filter(pk__in=group_ids).annotate(
+        active=Subquery(requests.filter(state__in=GroupRequest.ACTIVE_STATES).values("state")[:1]),
+        last=Subquery(
+            requests.filter(state__in=GroupRequest.FINISHED_STATES)
+            .order_by("-finished_at", "-id")
+            .values("state")[:1]
+        ),
+    )
+    states = {}
+    for group_id, active, last in rows.values_list("pk", "active", "last"):
+        if active:
+            states[group_id] = ROSTER_STATES.get(active, "working")
+        elif last == GroupRequest.State.FAILED:
+            states[group_id] = "failed"
+    return states

@@ -52,8 +52,10 @@ def roster(request: HttpRequest) -> HttpResponse:
     agents = list(agent_list(owner=request.user))
     concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
     groups = list(group_list(owner=request.user))
+    states = selectors.group_states(group_ids=[g.pk for g in groups])
     for group in groups:
         group.member_agents = [m.agent for m in group.ordered_memberships]
+        group.roster_state = states.get(group.pk, "")
     return TemplateResponse(
         request,
         "dashboard/roster.html",

@@ -185,3 +185,43 @@ def test_a_person_has_at_most_the_cap_of_sockets_open_and_the_next_is_closed_442
     refused, opened, others, reopened = async_to_sync(run)()
     assert refused == {"type": "websocket.close", "code": 4429}
     assert opened == [True, True] and others == [True] and reopened == [True, True]
+
+
+def test_the_rosters_socket_carries_only_the_owners_request_and_approval_events(owner, stranger):
+    mine = household(owner)
+    theirs = household(stranger)
+
+    async def run():
+        communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/roster/")
+        communicator.scope["user"] = owner
+        connected, _ = await communicator.connect()
+        assert connected
+        layer = get_channel_layer()
+        state = {"type": "request.state", "request": {"group": mine.pk, "state": "running"}}
+        batch = {
+            "type": "batch",
+            "events": [
+                {"type": "message.created", "seq": 3, "message": {"content": "words"}},
+                {"type": "request.draft", "text": "more words"},
+                state,
+            ],
+        }
+        await layer.group_send(f"group-{mine.pk}", {"type": "garden.event", "event": batch})
+        first = await communicator.receive_json_from(timeout=2)
+        # Another owner's group: nothing reaches this socket.
+        await layer.group_send(f"group-{theirs.pk}", {"type": "garden.event", "event": state})
+        assert await communicator.receive_nothing(timeout=0.2)
+        await communicator.disconnect()
+        return first
+
+    assert async_to_sync(run)() == {
+        "type": "request.state",
+        "request": {"group": mine.pk, "state": "running"},
+    }
+
+
+def test_the_rosters_socket_refuses_someone_not_signed_in():
+    assert first_output(AnonymousUser(), "/ws/roster/") == {
+        "type": "websocket.close",
+        "code": 4403,
+    }

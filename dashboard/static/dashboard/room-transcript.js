@@ -409,6 +409,14 @@
     shared.renderBudget();
     showState();
     if (atBottom) scrollToEnd();
+    titleCounts();
+  }
+
+  // The tab's title counts the approvals that wait for the person here.
+  function titleCounts() {
+    const waiting = [...room.approvals.values()].filter((a) => a.status === "pending").length;
+    const base = document.title.replace(/^\(\d+\) /, "");
+    document.title = waiting ? `(${waiting}) ${base}` : base;
   }
 
   let renderQueued = false;

@@ -60,3 +60,54 @@
     }
   });
 })();
+
+// Who needs you: each group's state (working, waiting for your approval, failed), kept live from
+// the roster's socket, and the tab's title counting the groups that wait for your approval.
+(function () {
+  const list = document.getElementById("group-list");
+  if (!list) return;
+  const LABELS = { working: "Working", approval: "Waiting for your approval", failed: "Failed" };
+  const REQUEST_STATES = {
+    running: "working", synthesizing: "working", awaiting_approval: "approval", failed: "failed",
+  };
+  const baseTitle = document.title;
+
+  function show(groupId, state) {
+    const tag = list.querySelector(`[data-group-state="${groupId}"]`);
+    if (!tag) return;
+    tag.dataset.state = state || "";
+    tag.className = `tag roster-state roster-state--${state || "idle"}`;
+    tag.textContent = LABELS[state] || "";
+    tag.hidden = !state;
+    const waiting = list.querySelectorAll('[data-state="approval"]').length;
+    document.title = waiting ? `(${waiting}) ${baseTitle}` : baseTitle;
+  }
+  list.querySelectorAll("[data-group-state]").forEach((tag) => show(tag.dataset.groupState, tag.dataset.state));
+
+  function onEvent(event) {
+    if (event.type === "request.state" && event.request) {
+      const r = event.request;
+      // A queued request's event says nothing of the one that runs; a finished one clears the
+      // state unless it failed.
+      if (r.state === "queued") return;
+      show(r.group, REQUEST_STATES[r.state] || "");
+    }
+  }
+
+  let delay = 1000;
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const socket = new WebSocket(`${scheme}://${location.host}${list.dataset.socket}`);
+    socket.addEventListener("open", () => { delay = 1000; });
+    socket.addEventListener("message", (message) => {
+      try { onEvent(JSON.parse(message.data)); } catch (error) { /* not an event of ours */ }
+    });
+    socket.addEventListener("close", (closed) => {
+      if (closed.code === 4401) { location.reload(); return; } // signed out
+      if (closed.code === 4403 || closed.code === 4429) return;
+      setTimeout(connect, delay);
+      delay = Math.min(delay * 2, 30000);
+    });
+  }
+  connect();
+})();
