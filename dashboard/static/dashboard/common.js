@@ -96,6 +96,19 @@ window.garden = (function () {
     return [...form.querySelectorAll(`input[name="${name}"]:checked`)].map((input) => Number(input.value));
   }
 
+  // A dialog gives focus back to the control that opened it when it closes (Escape, Cancel or
+  // done); one opened from a menu item, which the menu hid, gives it to the menu's button.
+  const showModal = HTMLDialogElement.prototype.showModal;
+  HTMLDialogElement.prototype.showModal = function () {
+    const opener = document.activeElement;
+    this.addEventListener("close", () => {
+      const menu = opener && opener.closest && opener.closest("[role=menu]");
+      const target = menu ? document.getElementById(menu.getAttribute("aria-labelledby")) : opener;
+      if (target && target.isConnected && typeof target.focus === "function") target.focus();
+    }, { once: true });
+    return showModal.call(this);
+  };
+
   document.addEventListener("click", (event) => {
     const closer = event.target.closest("[data-close]");
     if (closer && closer.closest("dialog")) closer.closest("dialog").close();

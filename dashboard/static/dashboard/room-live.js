@@ -123,6 +123,8 @@
     stopButton.disabled = false;
     if (!result.ok) showErrors(composer, errorsOf(result));
     else if (result.data) onRequest(cancel ? result.data : result.data.stopped);
+    // Stop hides itself: focus goes where the next message is written, not to the page.
+    if (result.ok) textarea.focus();
     sync();
   });
 
