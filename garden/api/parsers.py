@@ -54,7 +54,7 @@ def _float(text: str) -> float:
 
 def _int(text: str) -> int:
     if len(text) > 20 or abs(int(text)) > _INT_LIMIT:
-        raise _refuse("INVALID_NUMBER", "Integers must fit in 64 bits.")
+        raise _refuse("INVALID_NUMBER", f"{text[:40]} is too large for a number.")
     return int(text)
 
 

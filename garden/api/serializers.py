@@ -168,8 +168,16 @@ class AgentOutput(serializers.ModelSerializer):
         ]
 
 
+# A handle in the words of a person, not the framework's ('Enter a valid "slug"').
+HANDLE_MESSAGES = {
+    "invalid": "A handle is letters, digits, - and _ only, with no spaces (it follows @).",
+    "max_length": "A handle has at most {max_length} characters.",
+    "blank": "Give the agent a handle: it is how you @mention it.",
+}
+
+
 class AgentInput(serializers.Serializer):
-    handle = serializers.SlugField(max_length=40)
+    handle = serializers.SlugField(max_length=40, error_messages=HANDLE_MESSAGES)
     name = serializers.CharField(max_length=100)
     colour = serializers.RegexField(
         r"^#[0-9a-fA-F]{6}$",
@@ -187,7 +195,10 @@ class AgentInput(serializers.Serializer):
         child=serializers.CharField(max_length=80), required=False, default=list, max_length=50
     )
     delegation_allowlist = serializers.ListField(
-        child=serializers.SlugField(max_length=40), required=False, default=list, max_length=200
+        child=serializers.SlugField(max_length=40, error_messages=HANDLE_MESSAGES),
+        required=False,
+        default=list,
+        max_length=200,
     )
 
 
@@ -207,7 +218,9 @@ class AgentChangeInput(serializers.Serializer):
         child=serializers.CharField(max_length=80), required=False, max_length=50
     )
     delegation_allowlist = serializers.ListField(
-        child=serializers.SlugField(max_length=40), required=False, max_length=200
+        child=serializers.SlugField(max_length=40, error_messages=HANDLE_MESSAGES),
+        required=False,
+        max_length=200,
     )
 
     def to_internal_value(self, data):

@@ -147,3 +147,20 @@ def test_posting_stores_the_owner_turn_and_answers_202(
 def test_openapi_schema_is_served(api):
     response = api.get("/api/schema/", HTTP_ACCEPT="application/json")
     assert response.status_code == 200
+
+
+@pytest.mark.django_db
+def test_refusals_are_worded_for_a_person_not_the_framework(api):
+    bad = api.post("/api/agents", {"handle": "Ledger Two", "name": "L"}).json()
+    (error,) = [e for e in bad["errors"] if e["field"] == "handle"]
+    assert error["code"] == "invalid"
+    assert "slug" not in error["message"]
+    assert "letters, digits, - and _" in error["message"]
+    huge = api.client.post(
+        "/api/agents",
+        data='{"handle": "h", "name": "n", "model_account": 1' + "0" * 30 + "}",
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=api.token,
+    ).json()
+    assert huge["code"] == "INVALID_NUMBER"
+    assert "64 bits" not in huge["message"] and "too large for a number" in huge["message"]
