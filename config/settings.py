@@ -482,6 +482,9 @@ GARDEN_THROTTLE_RATES = {
 }
 # Scripted accounts are a development and demo tool: ordinary users may create them only where
 # this is on (staff always may, in the admin).
+# The dashboard's one-click starter team answers from offline scripts: each answer takes this
+# long, written in pieces, so a first user can watch who works (`make demo` is not paced).
+GARDEN_STARTER_PACE_SECONDS = env.float("GARDEN_STARTER_PACE_SECONDS", default=1.0)
 GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", default=not PRODUCTION)
 GARDEN_MAX_QUEUED_PER_GROUP = env.int("GARDEN_MAX_QUEUED_PER_GROUP", default=10)
 GARDEN_MAX_QUEUED_PER_OWNER = env.int("GARDEN_MAX_QUEUED_PER_OWNER", default=30)

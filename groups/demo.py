@@ -81,9 +81,14 @@ ADVISOR_SCRIPT = {
 
 
 @transaction.atomic
-def household_finances(owner: AbstractBaseUser) -> Group:
-    """Create (or reuse) the demo team and group for ``owner``."""
+def household_finances(owner: AbstractBaseUser, *, pace: float = 0.0) -> Group:
+    """Create (or reuse) the demo team and group for ``owner``. ``pace`` (seconds) makes each
+    scripted answer take that long, written in pieces, so a person can watch the team work."""
     builtins = agent_builtins_ensure(owner=owner)
+
+    def paced(script: dict) -> dict:
+        return {**script, "delay": pace} if pace else script
+
     concierge = builtins[Agent.Builtin.CONCIERGE]
     account = concierge.model_account
     # Concierge's offline account learns the team's script; an account its owner put on a
@@ -97,11 +102,11 @@ def household_finances(owner: AbstractBaseUser) -> Group:
                 name="Concierge's script",
                 provider="scripted",
                 model="scripted",
-                options=CONCIERGE_SCRIPT,
+                options=paced(CONCIERGE_SCRIPT),
             )
             concierge.save(update_fields=["model_account"])
         else:
-            account.options = CONCIERGE_SCRIPT
+            account.options = paced(CONCIERGE_SCRIPT)
             account.save(update_fields=["options"])
 
     def member(handle: str, name: str, colour: str, script: dict, instructions: str) -> Agent:
@@ -112,7 +117,7 @@ def household_finances(owner: AbstractBaseUser) -> Group:
                 name=f"{name}'s script",
                 provider="scripted",
                 model="scripted",
-                options=script,
+                options=paced(script),
             )
             agent = agent_create(
                 owner=owner,

@@ -120,7 +120,8 @@ def group_create_starter(*, owner: AbstractBaseUser) -> Group:
                 "The starter team is for a first run: you have a group already.",
                 status=409,
             )
-        group = household_finances(owner)
+        # Paced: offline scripts answer at once, and a first user should see the team work.
+        group = household_finances(owner, pace=settings.GARDEN_STARTER_PACE_SECONDS)
         _push(group, change="created")
     return group
 

@@ -588,7 +588,7 @@ def test_archive_hides_from_the_list_and_keeps_the_transcript(api, group):
 
 
 def test_the_starter_team_is_made_once_for_an_empty_roster_and_leaves_a_real_account_alone(
-    api, owner
+    api, owner, settings
 ):
     concierge = Agent.objects.get(owner=owner, builtin=Agent.Builtin.CONCIERGE)
     real = ModelAccount.objects.create(
@@ -602,6 +602,9 @@ def test_the_starter_team_is_made_once_for_an_empty_roster_and_leaves_a_real_acc
     assert [m["handle"] for m in body["members"]] == ["concierge", "ledger", "advisor"]
     real.refresh_from_db()
     assert real.options == {"temperature": 0}, "an account on a real model is left alone"
+    # Paced for a first user to watch (the dashboard's starter, not make demo's team).
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    assert ledger.model_account.options["delay"] == settings.GARDEN_STARTER_PACE_SECONDS > 0
     again = api.post("/api/groups/starter", {})
     assert again.status_code == 409 and again.json()["code"] == "ROSTER_NOT_EMPTY"
     assert Group.objects.filter(owner=owner).count() == 1
