@@ -90,7 +90,15 @@ def test_an_approval_says_what_it_does_and_stays_where_it_was(open_page, owner, 
     page.keyboard.press("Enter")
     expect(page.locator(".turn--agent", has_text="Saved the summary.")).to_be_visible()
     expect(page.locator("#budget")).to_contain_text("Completed")
-    expect(card.locator(".approval-outcome")).to_have_text("Approved.")
+    # One line for the decision and what it led to, on the card; its result a click away.
+    outcome = card.locator(".approval-outcome")
+    expect(outcome).to_have_text(
+        re.compile(r"^Scribe was allowed to .* \(approved on dashboard\); it ran\.$")
+    )
+    expect(card.locator("details.tool summary")).to_have_text("Result")
+    transcript = page.locator("#transcript")
+    expect(transcript.get_by_text("was allowed to")).to_have_count(1)
+    expect(transcript.get_by_text("Tool result: file.write")).to_have_count(0)
 
     # Decided, it is where it was: what came before it still does, what came after follows it.
     after = item_keys(page)
@@ -107,7 +115,7 @@ def test_an_approval_says_what_it_does_and_stays_where_it_was(open_page, owner, 
     page.reload()
     expect(page.locator(".turn--agent", has_text="Saved the summary.")).to_be_visible()
     card = page.locator(".approval")
-    expect(card.locator(".approval-outcome")).to_have_text("Approved.")
+    expect(card.locator(".approval-outcome")).to_contain_text("it ran.")
     expect(page.locator("#transcript").get_by_text("waiting for your approval")).to_have_count(0)
     assert item_keys(page) == after
 

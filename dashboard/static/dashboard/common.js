@@ -102,6 +102,9 @@ window.garden = (function () {
   HTMLDialogElement.prototype.showModal = function () {
     const opener = document.activeElement;
     this.addEventListener("close", () => {
+      // Unless what the dialog did put focus somewhere already (an Undo, say).
+      const now = document.activeElement;
+      if (now && now !== document.body && !this.contains(now)) return;
       const menu = opener && opener.closest && opener.closest("[role=menu]");
       const target = menu ? document.getElementById(menu.getAttribute("aria-labelledby")) : opener;
       if (target && target.isConnected && typeof target.focus === "function") target.focus();

@@ -75,6 +75,8 @@
   // Blocks the transcript shows elsewhere: a hand-off's call on its activity line, an approval's
   // call on its card. Set by items() before anything is built.
   let shownElsewhere = new Set();
+  let approvalCalls = new Set(); // tool call ids of approvals: their results are on the cards
+  let outcomes = new Map(); // approval id -> {line, result}: what its decision led to
 
   function buildBlock(m, block, i) {
     const key = `m${m.id}.${i}`;
@@ -85,6 +87,7 @@
         if (shownElsewhere.has(block.id)) return null;
         return details(key, "tool", `Tool call: ${block.name}`, make("pre", { text: pretty(block.arguments) }));
       case "tool_result": {
+        if (approvalCalls.has(block.call_id)) return null; // on the approval's card
         const name = toolNames.has(block.call_id) ? `: ${toolNames.get(block.call_id)}` : "";
         const summary = `Tool result${name}${block.is_error ? " (error)" : ""}`;
         return details(key, "tool", summary, make("pre", { text: pretty(block.content) }));
@@ -281,7 +284,15 @@
       card.append(make("div", { className: "approval-actions" },
         button("approve", "Approve", "default"), button("reject", "Reject", "")));
     } else {
-      card.append(make("p", { className: "approval-outcome", text: a.status === "approved" ? "Approved." : "Rejected." }));
+      // One line for the decision and what it led to (the line that said it ran, or the
+      // refusal); the action's result is a click away, as a tool's is.
+      const outcome = outcomes.get(a.id) || {};
+      card.append(make("p", { className: "approval-outcome",
+        text: outcome.line || (a.status === "approved" ? "Approved." : "Rejected.") }));
+      if (outcome.result) {
+        card.append(details(`a${a.id}.result`, "tool", outcome.result.is_error ? "Result (error)" : "Result",
+          make("pre", { text: pretty(outcome.result.content) })));
+      }
     }
     if (a.error) card.append(make("p", { className: "field-error", role: "alert", text: a.error }));
     return card;
@@ -303,6 +314,15 @@
       const line = list.find((m) => m.kind === "activity" && m.seq > caller.seq && m.request === a.request
         && m.addressed_agent == null && speakerOf(m).agent === agent && !replaced.has(m.id));
       if (line) replaced.add(line.id);
+      // Its result and the line that says it ran are written together, one after the other.
+      const resultTurn = list.find((m) => m.request === a.request && (m.content || []).some(
+        (b) => b.type === "tool_result" && b.call_id === a.tool_call_id));
+      if (!resultTurn) continue;
+      const result = resultTurn.content.find((b) => b.type === "tool_result" && b.call_id === a.tool_call_id);
+      const ran = list.find((m) => m.seq === resultTurn.seq + 1 && m.kind === "activity"
+        && speakerOf(m).agent === agent);
+      if (ran) replaced.add(ran.id);
+      outcomes.set(a.id, { line: ran ? textOf(ran) : "", result });
     }
     return { after, unplaced, replaced };
   }
@@ -336,24 +356,28 @@
       (m.content || []).forEach((b) => { if (b.type === "tool_call") toolNames.set(b.id, b.name); });
     }
     const { byLine, lineOfCall, owner } = handOffs(list);
+    outcomes = new Map();
     const { after, unplaced, replaced } = approvalPlaces(list);
-    shownElsewhere = new Set([...lineOfCall.keys(), ...[...room.approvals.values()].map((a) => a.tool_call_id)]);
+    approvalCalls = new Set([...room.approvals.values()].map((a) => a.tool_call_id));
+    shownElsewhere = new Set([...lineOfCall.keys(), ...approvalCalls]);
     const hidden = new Set([...owner.keys(), ...replaced]);
     const links = replies(list, hidden);
     const out = [];
     const card = (a) => ({ key: `a${a.id}`, request: a.request,
-      version: `${a.status}|${a.busy ? 1 : 0}|${a.error || ""}`, build: () => buildApproval(a) });
+      version: `${a.status}|${a.busy ? 1 : 0}|${a.error || ""}|${(outcomes.get(a.id) || {}).line || ""}|${outcomes.has(a.id) && outcomes.get(a.id).result ? 1 : 0}`,
+      build: () => buildApproval(a) });
     for (const m of list) {
       // A turn whose every block is shown elsewhere has nothing left to say.
       const blocks = m.content || [];
-      const empty = m.kind === "turn" && blocks.length && blocks.every((b) => shownElsewhere.has(b.id));
+      const empty = m.kind === "turn" && blocks.length
+        && blocks.every((b) => shownElsewhere.has(b.id) || approvalCalls.has(b.call_id));
       if (!hidden.has(m.id) && !empty) {
         const handOff = byLine.get(m.id);
         const link = links.get(m.id) || {};
         const version = [
           handOff ? [handOff.caller && handOff.caller.id, handOff.note, handOff.passed.length, handOff.results.length] : "",
           link.queued ? 1 : 0, link.answer ? link.answer.id : "", link.question ? link.question.id : "",
-          blocks.filter((b) => shownElsewhere.has(b.id)).length,
+          blocks.filter((b) => shownElsewhere.has(b.id) || approvalCalls.has(b.call_id)).length,
         ].join("|");
         out.push({ key: `m${m.id}`, anchor: anchor(m), request: m.request, version,
           build: () => buildMessage(m, handOff, link) });
@@ -385,6 +409,11 @@
   // its end. A part that adds to it (a streamed draft) does the same through these.
   const atEnd = () => transcript.scrollHeight - transcript.scrollTop - transcript.clientHeight < 80;
   const scrollToEnd = () => { transcript.scrollTop = transcript.scrollHeight; };
+  // A reader at the end stays there when the transcript's box changes size (a phone turned, a
+  // window made narrower: the same turns wrap taller).
+  let atEndBefore = true;
+  transcript.addEventListener("scroll", () => { atEndBefore = atEnd(); }, { passive: true });
+  new ResizeObserver(() => { if (atEndBefore) scrollToEnd(); }).observe(transcript);
 
   const rendered = new Map(); // key -> {version, node}
   function render() {
