@@ -101,8 +101,21 @@
     return a.state === "queued" && b.state !== "queued";
   }
   // The API and the events carry one payload (groups/payloads.py): whole, never partial.
+  // The requests known to wait: the count of those behind the running one follows every
+  // request's event, not only a re-fetch.
+  const queuedIds = new Set();
+  function countQueued(request) {
+    if (request.state === "queued" && !queuedIds.has(request.id)) {
+      queuedIds.add(request.id);
+      room.queued += 1;
+    } else if (request.state !== "queued" && queuedIds.delete(request.id)) {
+      room.queued = Math.max(0, room.queued - 1);
+    }
+  }
+
   function onRequest(request) {
     if (!request) return;
+    countQueued(request);
     const current = room.request;
     if (current && current.id === request.id) {
       if (staler(request, current)) return;
@@ -238,6 +251,8 @@
         messages.forEach(store);
         if (messages.length && lastSeq > room.lastSeq) syncAgain = true; // one page at a time
         room.queued = page.queued_requests || 0;
+        queuedIds.clear();
+        (page.queued || []).forEach((r) => queuedIds.add(r.id));
         // A request that has not started is shown too: its place, its budget and Cancel.
         const current = page.active_request || (page.queued || [])[0];
         if (current) onRequest(current);
