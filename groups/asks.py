@@ -171,6 +171,8 @@ def skip_member(room: Room, queue: list[Contribution], why: str) -> str:
             speaker=None,
             kind=Message.Kind.NOTICE,
             content=[text_block(f"{name}'s contribution did not come: {why}.")],
+            # Whose it was, as metadata: the room links the request's end to its settings.
+            addressed=member,
         )
         if head.call_id:
             answer_ask(room, head, f"{name}'s contribution did not come: {why}.", is_error=True)

@@ -74,11 +74,14 @@
             ? "Waiting for the next minute (this minute's token budget is spent)"
             : STATE_LABEL[r.state] || r.state;
     if (r.state === "queued" && r.waiting_for !== "worker") label = "Queued — next to start";
+    const missing = r.state === "completed" ? missingMembers(r) : [];
+    if (missing.length) label = `Completed without ${missing.map((m) => m.name).join(", ")}`;
     const behind = Math.max(0, room.queued - (r.state === "queued" ? 1 : 0));
     const working = r.working && running(r) && !r.waiting_for;
     // A status region announces what changes: redrawn only when something did (a draft
     // arriving re-renders the room several times a second).
-    const shown = JSON.stringify([label, working && r.working, r.budget, r.usage, behind, r.state]);
+    const shown = JSON.stringify([label, working && r.working, r.budget, r.usage, behind, r.state,
+      missing.map((m) => m.id)]);
     if (shown === budget.dataset.shown) return;
     budget.dataset.shown = shown;
     const parts = [make("strong", { text: label }), working ? workingPart(r.working) : null,
@@ -88,7 +91,24 @@
     if (behind && ACTIVE.has(r.state)) {
       parts.push(make("span", { className: "budget-part", text: ` · ${behind} more waiting` }));
     }
+    // A member whose model failed: its settings are where that is put right.
+    missing.forEach((m) => parts.push(make("a", { className: "budget-part", href: urls.agent.replace("/0/", `/${m.id}/`),
+      text: `${m.name}'s settings` })));
     budget.replaceChildren(...parts.filter(Boolean));
+  }
+
+  // The members of a request whose contribution did not come because their model call failed
+  // (the notice groups/asks.py skip_member writes, its member as metadata).
+  function missingMembers(r) {
+    const found = new Map();
+    for (const m of room.messages.values()) {
+      if (m.request !== r.id || m.kind !== "notice" || m.addressed_agent == null) continue;
+      const text = (m.content || []).map((b) => b.text || "").join(" ");
+      if (!/model call failed \(/.test(text)) continue;
+      const member = room.members.get(m.addressed_agent);
+      if (member) found.set(member.id, member);
+    }
+    return [...found.values()];
   }
 
   // The indicator follows one request: the running one, else the latest one posted.
