@@ -97,3 +97,27 @@ def group_states(*, group_ids: list[int]) -> dict[int, str]:
         elif last == GroupRequest.State.FAILED:
             states[group_id] = "failed"
     return states
+
+
+def canvas_versions(artifacts: Iterable[Artifact]) -> list[Artifact]:
+    """The Canvas's entries, newest first: documents of one title are one entry, the newest
+    version with the earlier ones under it (``version`` counts them: a second write of
+    "Savings plan" is version 2; ``earlier`` lists the versions before it, newest first).
+    Files the owner attached are each their own entry."""
+    entries: list[Artifact] = []
+    by_title: dict[str, Artifact] = {}
+    for artifact in artifacts:  # newest first
+        artifact.earlier = []
+        key = None if artifact.attached else artifact.title
+        if key is not None and key in by_title:
+            by_title[key].earlier.append(artifact)
+            continue
+        if key is not None:
+            by_title[key] = artifact
+        entries.append(artifact)
+    for entry in entries:
+        entry.version = len(entry.earlier) + 1
+        entry.versioned = bool(entry.earlier)
+        for n, older in enumerate(entry.earlier):
+            older.version, older.versioned, older.earlier = entry.version - 1 - n, True, []
+    return entries

@@ -264,7 +264,9 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             members=members,
             candidates=candidates,
             member_ids=[a.pk for a in members],
-            artifacts=selectors.group_artifacts(owner=request.user, group=group),
+            artifacts=selectors.canvas_versions(
+                selectors.group_artifacts(owner=request.user, group=group)
+            ),
             attachment_accept=ACCEPT,
             room_data=data,
         ),
@@ -304,6 +306,8 @@ def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
         request,
         "dashboard/_canvas_list.html",
         {
-            "artifacts": selectors.group_artifacts(owner=request.user, group=group),
+            "artifacts": selectors.canvas_versions(
+                selectors.group_artifacts(owner=request.user, group=group)
+            ),
         },
     )

@@ -414,3 +414,27 @@ def test_a_second_user_cannot_open_the_room_or_its_websocket(open_page, owner, s
     assert code == 4403
     # The owner's own socket opens.
     expect(open_room(open_page, owner, group).locator("#live")).to_have_text("Live")
+
+
+def test_a_document_written_again_is_its_next_version_with_the_earlier_one_a_click_away(
+    open_page, owner
+):
+    group = household(owner)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    artifact(group, agent=ledger, title="Savings plan", content="Save 700 a month.")
+    artifact(group, agent=ledger, title="Savings plan", content="Save 800 a month.")
+    page = open_room(open_page, owner, group)
+    canvas = page.get_by_role("complementary", name="Canvas")
+    entries = canvas.locator("#canvas-list > .canvas-list > li")
+    expect(entries).to_have_count(1)
+    latest = entries.first.locator("> button.artifact")
+    expect(latest.locator(".artifact-version")).to_have_text("v2")
+    latest.click()
+    expect(page.locator("#canvas-view-content")).to_have_text("Save 800 a month.")
+    expect(page.locator("#canvas-view-meta")).to_contain_text("version 2")
+    entries.first.locator("details.versions summary").click()
+    older = entries.first.locator("details.versions button.artifact")
+    expect(older.locator(".artifact-version")).to_have_text("v1")
+    older.click()
+    expect(page.locator("#canvas-view-content")).to_have_text("Save 700 a month.")
+    assert_controls_labelled(page)
