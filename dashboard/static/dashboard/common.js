@@ -67,6 +67,16 @@ window.garden = (function () {
     }
   }
 
+  // A field's error goes as soon as the field is changed: it said what to fix, and the person
+  // is fixing it (the next answer from the server says again if it still is not right).
+  document.addEventListener("input", (event) => {
+    const input = event.target;
+    if (!input || input.getAttribute("aria-invalid") !== "true" || !input.form || !input.name) return;
+    input.removeAttribute("aria-invalid");
+    const slot = input.form.querySelector(`[data-error-for="${input.name}"]`);
+    if (slot) slot.textContent = "";
+  });
+
   function make(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attrs || {})) {
