@@ -3,6 +3,8 @@ scripted, and copies a turn or a document."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -25,7 +27,9 @@ def test_a_turn_shows_its_time_says_scripted_and_copies(open_page, owner):
     expect(turn.locator(".tag--scripted")).to_have_text("scripted")
     time = turn.locator("time.turn-time")
     expect(time).to_have_attribute("datetime", said.created_at.isoformat())
-    assert time.get_attribute("title"), "the full date on hover"
+    # The full date on hover, written as the server's pages write dates ("j M Y, H:i").
+    assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2,3} \d{4}, \d{2}:\d{2}", time.get_attribute("title"))
+    assert re.fullmatch(r"\d{2}:\d{2}", time.inner_text())
     turn.hover()
     expect(time).to_be_visible()
     turn.get_by_role("button", name="Copy Ledger's message").click()

@@ -136,5 +136,15 @@ window.garden = (function () {
     menu.querySelector("summary").focus();
   });
 
-  return { api, apiForm, errorsOf, showErrors, make, face, checkedIds };
+  // One way to write a date on every page, the one the server's pages use: "1 Dec 2026, 15:04"
+  // (Django's "j M Y, H:i"), in the person's time zone.
+  const DATE = new Intl.DateTimeFormat("en-GB", { day: "numeric", month: "short", year: "numeric" });
+  const TIME = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false });
+  function formatDate(value, { time = true } = {}) {
+    const at = value instanceof Date ? value : new Date(value);
+    return time ? `${DATE.format(at)}, ${TIME.format(at)}` : DATE.format(at);
+  }
+  const formatTime = (value) => TIME.format(value instanceof Date ? value : new Date(value));
+
+  return { api, apiForm, errorsOf, showErrors, make, face, checkedIds, formatDate, formatTime };
 })();

@@ -24,13 +24,11 @@
   setMembers(data.group.members);
   const scripted = new Set(data.group.scripted || []);
 
-  // One way to write a date and time, wherever the room shows one.
-  const when = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-  const clock = new Intl.DateTimeFormat(undefined, { timeStyle: "short" });
+  // The time a turn was said, the full date on hover, written as every page writes dates.
   function stamp(iso) {
     if (!iso) return null;
-    const at = new Date(iso);
-    return make("time", { className: "turn-time", datetime: iso, title: when.format(at), text: clock.format(at) });
+    const { formatDate, formatTime } = window.garden;
+    return make("time", { className: "turn-time", datetime: iso, title: formatDate(iso), text: formatTime(iso) });
   }
 
   // Copies a turn's (or a document's) text; says so on the button for a moment.

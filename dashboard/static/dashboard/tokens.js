@@ -44,7 +44,7 @@
     const row = window.garden.make("li", { className: "account token", id: `token-${token.id}`, "data-id": token.id },
       window.garden.make("div", { className: "account-head" },
         window.garden.make("h3", { text: token.name }), " ", window.garden.make("code", { text: `${token.prefix}…` })),
-      window.garden.make("p", { className: "help", text: token.expires_at ? `Expires ${new Date(token.expires_at).toLocaleDateString()}` : "Expires when revoked" }),
+      window.garden.make("p", { className: "help", text: token.expires_at ? `Expires ${window.garden.formatDate(token.expires_at, { time: false })}` : "Expires when revoked" }),
       window.garden.make("button", { type: "button", className: "button danger js-revoke", text: `Revoke ${token.name}` }),
       window.garden.make("p", { className: "field-error js-row-error", role: "alert" }));
     list.prepend(row);
