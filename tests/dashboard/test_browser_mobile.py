@@ -97,3 +97,24 @@ def test_a_queued_message_fits_too(open_page, owner, live_worker):
     expect(page.locator(".tag--queued")).to_be_visible()
     assert_fits(page)
     expect(page.locator("#budget")).to_contain_text("Completed", timeout=30_000)
+
+
+def test_the_roster_and_a_formatted_reply_fit_a_phone(open_page, owner, live_worker):
+    group = team_with_scribe(owner)
+    ledger = group.memberships.get(agent__handle="ledger").agent
+    say(
+        group,
+        speaker=ledger,
+        text="**Net 1,050.**\n\n```\n" + "a_long_unbroken_identifier_" * 8 + "\n```\n\n"
+        "| month | rent |\n|---|---|\n| January | 1,400 |",
+    )
+    page = open_page(owner, "/dashboard/")
+    page.set_viewport_size(PHONE)
+    send_from_roster = page.locator(f'[data-group-state="{group.pk}"]')
+    expect(send_from_roster).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    page = on_phone(open_page, owner, group)
+    turn = page.locator("#transcript .turn--agent", has_text="Net 1,050")
+    expect(turn.locator("strong")).to_have_text("Net 1,050.")
+    assert_fits(page)  # the code block and the table scroll inside the turn, not the page
+    assert_accessible(page)

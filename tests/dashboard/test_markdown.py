@@ -23,7 +23,7 @@ TAGS = {
     "DIV", "P", "BR", "STRONG", "EM", "S", "DEL", "CODE", "PRE", "BLOCKQUOTE", "HR", "UL", "OL",
     "LI", "H1", "H2", "H3", "H4", "H5", "H6", "A", "TABLE", "THEAD", "TBODY", "TR", "TH", "TD",
 }  # fmt: skip
-ATTRIBUTES = {"class", "href", "title", "start", "target", "rel"}
+ATTRIBUTES = {"class", "href", "title", "start", "target", "rel", "tabindex"}
 
 # Every element under the rendered box, its attributes and any link's address.
 INSPECT = """texts => texts.map(text => {
@@ -31,6 +31,7 @@ INSPECT = """texts => texts.map(text => {
   return [box, ...box.querySelectorAll("*")].map(el => ({
     tag: el.tagName,
     attrs: [...el.attributes].map(a => a.name),
+    tabindex: el.getAttribute("tabindex"),
     href: el.getAttribute("href"),
     rel: el.getAttribute("rel"),
   }));
@@ -84,6 +85,9 @@ def test_no_model_text_makes_anything_outside_the_allowlist(open_page, owner):
                     assert el["href"].lower().startswith(("http:", "https:", "mailto:")), el
                 if el["tag"] == "A":
                     assert el["rel"] == "noopener noreferrer nofollow", el
+                # Only the page makes a region focusable, and only one that may scroll.
+                if el["tabindex"] is not None:
+                    assert el["tag"] in ("PRE", "TABLE") and el["tabindex"] == "0", el
 
     check()
     page.evaluate(INSPECT, HOSTILE)  # every hostile sample, once more, on its own

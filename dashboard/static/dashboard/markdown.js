@@ -43,6 +43,8 @@ window.garden.markdown = (function () {
     const box = document.createElement("div");
     box.className = className;
     box.append(fragment(text));
+    // A code block or a table wider than the turn scrolls inside it: reachable by keyboard.
+    box.querySelectorAll("pre, table").forEach((region) => { region.tabIndex = 0; });
     return box;
   }
 

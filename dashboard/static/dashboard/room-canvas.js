@@ -63,7 +63,7 @@
     const rich = readable && (/markdown/.test(mime) || /\.md$/i.test(title));
     $("canvas-view-content").textContent = rich ? "" : text;
     $("canvas-view-content").hidden = !text || rich;
-    $("canvas-view-doc").replaceChildren(rich ? window.garden.markdown.fragment(text) : "");
+    $("canvas-view-doc").replaceChildren(rich ? window.garden.markdown.render(text) : "");
     $("canvas-view-doc").hidden = !text || !rich;
     showFile(file, mime, title);
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
