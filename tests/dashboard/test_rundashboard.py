@@ -227,7 +227,7 @@ def test_a_site_with_no_user_prints_how_to_sign_in_once(embedded_env):
 def test_after_the_demo_the_first_run_still_prints_a_password_that_signs_in(embedded_env):
     """The README's order: the demo first (its owner has no password), then the dashboard."""
     demo = subprocess.run(
-        [sys.executable, "manage.py", "demo"],
+        ["make", "-s", "demo"],
         cwd=ROOT,
         env=embedded_env,
         capture_output=True,
@@ -254,7 +254,7 @@ def test_a_taken_port_fails_before_anything_is_printed(embedded_env):
         taken.listen()
         port = taken.getsockname()[1]
         run = subprocess.run(
-            [sys.executable, "manage.py", "rundashboard", f"127.0.0.1:{port}"],
+            ["make", "-s", "run", f"PORT={port}"],
             cwd=ROOT,
             env=embedded_env,
             capture_output=True,
