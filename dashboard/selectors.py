@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
-from garden.models import Agent, Artifact, AttachmentData
+from garden.models import Agent, Approval, Artifact, AttachmentData
 from groups.models import Group, GroupRequest
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
 
@@ -121,3 +121,24 @@ def canvas_versions(artifacts: Iterable[Artifact]) -> list[Artifact]:
         for n, older in enumerate(entry.earlier):
             older.version, older.versioned, older.earlier = entry.version - 1 - n, True, []
     return entries
+
+
+def agent_states(*, owner: AbstractBaseUser) -> dict[int, str]:
+    """Each of the owner's agents that needs a look on the roster: ``approval`` (an action of
+    its waits for the owner) or ``working`` (its model call is out now, in one of the owner's
+    groups). Two queries."""
+    states = {
+        agent_id: "working"
+        for agent_id in GroupRequest.objects.filter(
+            group__owner=owner,
+            state__in=[GroupRequest.State.RUNNING, GroupRequest.State.SYNTHESIZING],
+            working_agent__isnull=False,
+            working_fence=F("fence"),
+            completed_fence__lt=F("fence"),
+        ).values_list("working_agent_id", flat=True)
+    }
+    for agent_id in Approval.objects.filter(
+        owner=owner, status=Approval.Status.PENDING
+    ).values_list("agent_id", flat=True):
+        states[agent_id] = "approval"
+    return states

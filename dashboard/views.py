@@ -53,6 +53,9 @@ def roster(request: HttpRequest) -> HttpResponse:
     concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
     groups = list(group_list(owner=request.user))
     states = selectors.group_states(group_ids=[g.pk for g in groups])
+    busy = selectors.agent_states(owner=request.user)
+    for agent in agents:
+        agent.roster_state = busy.get(agent.pk, "")
     for group in groups:
         group.member_agents = [m.agent for m in group.ordered_memberships]
         group.roster_state = states.get(group.pk, "")

@@ -84,6 +84,22 @@
   }
   list.querySelectorAll("[data-group-state]").forEach((tag) => show(tag.dataset.groupState, tag.dataset.state));
 
+  // The agents' part: working while a call of theirs is out, waiting while an action of theirs
+  // waits for you (the agents list's tags, kept from the same events).
+  const agentList = document.getElementById("agent-list");
+  const workingIn = new Map(); // request id -> the agent whose call is out in it
+  const pendingOf = new Map(); // approval id -> its agent
+  function showAgent(agentId) {
+    const tag = agentList && agentList.querySelector(`[data-agent-state="${agentId}"]`);
+    if (!tag) return;
+    const state = [...pendingOf.values()].includes(agentId) ? "approval"
+      : [...workingIn.values()].includes(agentId) ? "working" : "";
+    tag.dataset.state = state;
+    tag.className = `tag roster-state roster-state--${state || "idle"}`;
+    tag.textContent = LABELS[state] || "";
+    tag.hidden = !state;
+  }
+
   function onEvent(event) {
     if (event.type === "request.state" && event.request) {
       const r = event.request;
@@ -91,6 +107,14 @@
       // state unless it failed.
       if (r.state === "queued") return;
       show(r.group, REQUEST_STATES[r.state] || "");
+      const before = workingIn.get(r.id);
+      const now = r.working && r.working.agent ? r.working.agent.id : undefined;
+      if (now === undefined) workingIn.delete(r.id); else workingIn.set(r.id, now);
+      [before, now].forEach((id) => { if (id !== undefined) showAgent(id); });
+    } else if (event.approval && event.approval.agent) {
+      const a = event.approval;
+      if (a.status === "pending") pendingOf.set(a.id, a.agent.id); else pendingOf.delete(a.id);
+      showAgent(a.agent.id);
     }
   }
 
