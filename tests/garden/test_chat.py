@@ -20,6 +20,19 @@ def make_agent(owner, handle, rules, default="ok"):
     return agent_create(owner=owner, handle=handle, name=handle.title(), model_account=account)
 
 
+def http_agent(owner, server):
+    """Ledger on an OpenAI-compatible account at the local ``server``."""
+    account = model_account_create(
+        owner=owner,
+        name="local",
+        provider="openai",
+        model="m",
+        base_url=f"{server.url}/v1",
+        timeout_seconds=5,
+    )
+    return agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
+
+
 def transcript(conversation):
     return [
         (m.speaker_kind, m.speaker_agent.handle if m.speaker_agent_id else None, m.kind, m.text)
@@ -129,15 +142,7 @@ def test_a_429_is_tried_again_by_a_later_delivery_while_the_worker_answers_other
         ),
     )
     try:
-        account = model_account_create(
-            owner=owner,
-            name="local",
-            provider="openai",
-            model="m",
-            base_url=f"{server.url}/v1",
-            timeout_seconds=5,
-        )
-        ledger = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
+        ledger = http_agent(owner, server)
         quick = make_agent(stranger, "quick", [], default="Right away.")
         with threads_worker(1):
             slow = conversation_post_owner_message(
@@ -217,15 +222,7 @@ def test_a_long_conversation_is_bounded_before_the_call(owner, loopback_provider
         },
     )
     try:
-        account = model_account_create(
-            owner=owner,
-            name="local",
-            provider="openai",
-            model="m",
-            base_url=f"{server.url}/v1",
-            timeout_seconds=5,
-        )
-        agent = agent_create(owner=owner, handle="ledger", name="Ledger", model_account=account)
+        agent = http_agent(owner, server)
         conv = conversation_create(owner=owner, agent=agent)
         history = [
             Message(
