@@ -13,8 +13,9 @@ Run: python bench/bench_loop.py [--groups 40] [--workers 1 2] [--json PATH]
 
 ``--json PATH`` also writes the figures of the first worker count as JSON (the step-cost
 targets are ratios within that one file): the floor step, the bare hop, per model the
-overhead, CPU and statements per step, and the overhead in a thread of 10 and of 2,000
-earlier turns.
+overhead, CPU and statements per step, the overhead in a thread of 10 and of 2,000
+earlier turns, and the 1:1 step's overhead beside the group step's (``one_to_one``: a
+scripted agent in its own room whose every working call runs a tool).
 Needs PostgreSQL and Redis (DATABASE_URL / REDIS_URL, else the local defaults); uses its own
 database ``garden_bench`` and Redis db 2 (env BENCH_DATABASE, BENCH_REDIS_URL) so it never
 touches other data. Workers run the threads pool with GARDEN_DB_POOL_MAX=4, as the deployment
@@ -90,6 +91,52 @@ def overhead(group, probe: PgProbe, runs: int = 5) -> list[float]:
     gaps: list[float] = []
     for _ in range(runs):
         request = request_create(group=group, text="Keep digging.")
+        wait_finished(probe, [request.pk])
+        gaps += reservation_gaps(request.pk)
+    return gaps
+
+
+def scripted_agents(n: int, tag: str) -> list:
+    """``n`` 1:1 conversations, each with a scripted agent that looks something up
+    (memory.recall) on every working call and answers on the reserved one: twelve calls a
+    request, as a group's 12-call request has."""
+    from django.contrib.auth import get_user_model
+
+    from garden.models import Conversation
+    from garden.services.agents import agent_create
+    from tests.groups.conftest import scripted
+
+    user, _ = get_user_model().objects.get_or_create(username=f"bench-{tag}-{time.time_ns()}")
+    recall = {"name": "memory.recall", "arguments": {"query": "rent"}}
+    chats = []
+    for i in range(n):
+        agent = agent_create(
+            owner=user,
+            handle=f"a{i}",
+            name=f"Agent {i}",
+            model_account=scripted(
+                user,
+                f"a{i}",
+                [
+                    {"when": "your answer now", "reply": "Final."},
+                    {"reply": {"text": "Looking.", "tool_calls": [recall]}},
+                ],
+            ),
+            enabled_tools=["memory.recall"],
+        )
+        chats.append(Conversation.objects.create(owner=user, agent=agent))
+    return chats
+
+
+def solo_overhead(conversation, probe: PgProbe, runs: int = 5) -> list[float]:
+    """Gaps between consecutive reservations of one 1:1 request running alone, in ms."""
+    from groups.services.requests import conversation_request_create
+
+    gaps: list[float] = []
+    for _ in range(runs):
+        request = conversation_request_create(
+            owner=conversation.owner, conversation=conversation, text="Keep digging."
+        )
         wait_finished(probe, [request.pk])
         gaps += reservation_gaps(request.pk)
     return gaps
@@ -315,6 +362,15 @@ def main() -> None:
                         make(args.groups, f"load{workers}{name}"), probe, started
                     )
                     rows.append((name, gaps, rate, cpu))
+                if workers == args.workers[0]:
+                    # The same loop for one agent: a 1:1 request's step beside a group's.
+                    chat = scripted_agents(1, f"chat{workers}")[0]
+                    solo = solo_overhead(chat, probe)
+                    report["one_to_one"] = {
+                        "overhead_p50_ms": statistics.median(solo),
+                        "overhead_p95_ms": pct(solo, 0.95),
+                        "group_overhead_p50_ms": report["scripted"]["overhead_p50_ms"],
+                    }
             finally:
                 for w in started:
                     w.stop()
@@ -350,6 +406,15 @@ def main() -> None:
                 f"{openai_ms:.1f} ms |"
             )
         print_thread_lengths(report)
+        solo = report.get("one_to_one")
+        if solo:
+            print(
+                "\nthe 1:1 step (a scripted agent in its own room, a memory.recall each working "
+                f"call) beside the group step (scripted), {args.workers[0]} worker(s): "
+                f"p50 {solo['overhead_p50_ms']:.2f} ms vs {solo['group_overhead_p50_ms']:.2f} ms "
+                f"({solo['overhead_p50_ms'] / solo['group_overhead_p50_ms']:.2f}x), "
+                f"p95 {solo['overhead_p95_ms']:.2f} ms"
+            )
         if args.json:
             args.json.write_text(json.dumps(report, indent=2) + "\n")
             print(f"\nfigures written to {args.json}")

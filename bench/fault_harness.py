@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from bench.fault_invariants import liveness_violations, safety_violations
 from bench.fault_report import Result
-from bench.seeding import build_group
+from bench.seeding import build_agent_chat, build_group
 from bench.workers import socket_owner
 
 SWEEP_AGE = 3.0  # seconds quiet before the sweeper re-enqueues: > LOCK_TTL > a live step
@@ -39,8 +39,9 @@ def db_retry(fn: Callable[[], Any], attempts: int = 20) -> Any:
 
 
 class Harness:
-    """Requests on fresh groups (one request per group, each group tagged at the provider),
-    worker processes, the sweeper, and the invariant checks."""
+    """Requests on fresh groups (one request per group, each group tagged at the provider) or,
+    with ``one_to_one``, on fresh agents' 1:1 conversations; worker processes, the sweeper,
+    and the invariant checks."""
 
     def __init__(
         self,
@@ -68,6 +69,8 @@ class Harness:
         self._sweeper: threading.Thread | None = None
         self.sweep_errors = 0
         self._untooled = 0
+        # New requests are messages to one agent (its 1:1 conversation) rather than groups'.
+        self.one_to_one = False
 
     # workers
 
@@ -143,7 +146,9 @@ class Harness:
     ) -> list[int]:
         """``n`` fresh groups, one request each; ``faults`` are fake-provider options for them.
         With ``approvals`` the member writes a document (``file.write``) before it answers,
-        and each write waits for a person's approval."""
+        and each write waits for a person's approval. With ``one_to_one`` set on the harness,
+        each request is a message to one agent in its 1:1 conversation instead, the agent
+        calling a tool (memory.recall, or file.write with ``approvals``) before it answers."""
         from groups.services.requests import request_create
 
         ids = []
@@ -151,7 +156,16 @@ class Harness:
         for _ in range(n):
             tag = f"{self.run_id}-{next(self._n)}"
             member_tool = {"member_tool": "file__write"} if approvals else {}
+            if self.one_to_one:
+                member_tool = {"member_tool": "file__write" if approvals else "memory__recall"}
             self.client.configure(tags={tag: {"latency": latency, **member_tool, **faults}})
+            if self.one_to_one:
+                request_id = db_retry(
+                    lambda tag=tag: self._one_to_one_request(tag, timeout, approvals)
+                )
+                self.tags[request_id] = tag
+                ids.append(request_id)
+                continue
             group = db_retry(
                 lambda tag=tag: build_group(
                     username=f"faults-{tag}",
@@ -166,6 +180,21 @@ class Harness:
             self.tags[request.pk] = tag
             ids.append(request.pk)
         return ids
+
+    def _one_to_one_request(self, tag: str, timeout: float, approvals: bool) -> int:
+        from groups.services.requests import conversation_request_create
+
+        tools = ("file.write",) if approvals else ("memory.recall",)
+        conversation = build_agent_chat(
+            username=f"faults-{tag}",
+            base_url=self.client.base_url(tag),
+            timeout=timeout,
+            tools=tools,
+            approval_tools=tools if approvals else (),
+        )
+        return conversation_request_create(
+            owner=conversation.owner, conversation=conversation, text=f"{ASK} [{tag}]"
+        ).pk
 
     def unfinished(self, ids: list[int]) -> list[int]:
         from groups.models import GroupRequest

@@ -92,14 +92,29 @@ def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, i
             out.append(
                 f"request {pk}: {len(owner)} owner messages (request.message={r.message_id})"
             )
+        # One reply per agent and step; the turn of its tools' results comes beside it.
         turns = Counter(
             (m["speaker_agent_id"], m["step"])
             for m in msgs
-            if m["kind"] == Message.Kind.TURN and m["step"] is not None
+            if m["kind"] == Message.Kind.TURN
+            and m["step"] is not None
+            and any(b.get("type") != "tool_result" for b in m["content"])
         )
         out += [
             f"request {pk}: agent {a} has {n} turns at step {s}"
             for (a, s), n in turns.items()
+            if n > 1
+        ]
+        results = Counter(
+            (m["speaker_agent_id"], b.get("call_id"))
+            for m in msgs
+            if m["kind"] == Message.Kind.TURN
+            for b in m["content"]
+            if b.get("type") == "tool_result"
+        )
+        out += [
+            f"request {pk}: call {c} of agent {a} has {n} results"
+            for (a, c), n in results.items()
             if n > 1
         ]
         answers = Counter(

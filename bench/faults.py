@@ -129,28 +129,33 @@ def main() -> None:
         flush=True,
     )
     results: list[Result] = []
+
+    def done(result: Result) -> None:
+        if h.one_to_one:
+            result.scenario += " (1:1)"
+        results.append(result)
+        progress(result)
+
     h.start_sweeper()
     try:
-        if "kill" in only:
-            per_point = max(1, args.trials // len(POINTS))
-            for point in POINTS:
-                results.append(scenario_kill(h, point, per_point, rng=rng))
-                progress(results[-1])
-        if "stop" in only:
-            results.append(scenario_stop(h, max(1, args.trials // 2), rng=rng))
-            progress(results[-1])
-        if "approvals" in only:
-            results.append(scenario_approvals(h, max(2, args.trials // 10), rng=rng))
-            progress(results[-1])
-        if "redis" in only:
-            results.append(scenario_redis(h, redis, max(2, args.trials // 40), rng=rng))
-            progress(results[-1])
-        if "pg" in only:
-            results.append(scenario_pg(h, DATABASE, max(2, args.trials // 20), rng=rng))
-            progress(results[-1])
-        if "provider" in only:
-            results.append(scenario_provider(h, max(8, args.trials // 5), rng=rng))
-            progress(results[-1])
+        # Every scenario on groups' requests, then on messages to one agent (1:1), whose
+        # requests run on the same loop.
+        for one_to_one in (False, True):
+            h.one_to_one = one_to_one
+            if "kill" in only:
+                per_point = max(1, args.trials // len(POINTS))
+                for point in POINTS:
+                    done(scenario_kill(h, point, per_point, rng=rng))
+            if "stop" in only:
+                done(scenario_stop(h, max(1, args.trials // 2), rng=rng))
+            if "approvals" in only:
+                done(scenario_approvals(h, max(2, args.trials // 10), rng=rng))
+            if "redis" in only:
+                done(scenario_redis(h, redis, max(2, args.trials // 40), rng=rng))
+            if "pg" in only:
+                done(scenario_pg(h, DATABASE, max(2, args.trials // 20), rng=rng))
+            if "provider" in only:
+                done(scenario_provider(h, max(8, args.trials // 5), rng=rng))
     finally:
         h.stop_sweeper()
         h.stop_workers()

@@ -6,6 +6,52 @@ from __future__ import annotations
 from typing import Any
 
 
+def _owner_on_fake(username: str, base_url: str, timeout: float):
+    """A new owner and its ``openai`` account at ``base_url`` (the fake provider's tag)."""
+    from django.contrib.auth import get_user_model
+
+    from garden.services.accounts import model_account_create
+
+    user = get_user_model().objects.create(username=username)
+    account = model_account_create(
+        owner=user,
+        name="fake",
+        provider="openai",
+        model="fake",
+        base_url=base_url,
+        timeout_seconds=timeout,
+    )
+    return user, account
+
+
+def build_agent_chat(
+    *,
+    username: str,
+    base_url: str,
+    timeout: float = 30.0,
+    tools: tuple[str, ...] = ("memory.recall",),
+    approval_tools: tuple[str, ...] = (),
+):
+    """One agent on the ``openai`` adapter at ``base_url`` and its owner's 1:1 conversation
+    with it (the agent's own room runs its requests); it may use ``tools``, those in
+    ``approval_tools`` waiting for a person's approval. One owner per agent, as with
+    ``build_group``."""
+
+    from garden.models import Conversation
+    from garden.services.agents import agent_create
+
+    user, account = _owner_on_fake(username, base_url, timeout)
+    agent = agent_create(
+        owner=user,
+        handle="ledger",
+        name="Ledger",
+        model_account=account,
+        enabled_tools=list(tools),
+        approval_tools=list(approval_tools),
+    )
+    return Conversation.objects.create(owner=user, agent=agent)
+
+
 def build_group(
     *,
     username: str,
@@ -17,23 +63,13 @@ def build_group(
     """A group of Concierge (coordinator) and one member, both on the ``openai`` adapter at
     ``base_url``. One owner per group, so each group's accounts carry its own tag. The
     member may use ``approval_tools``, each call waiting for a person's approval."""
-    from django.contrib.auth import get_user_model
 
     from garden.models import Agent
-    from garden.services.accounts import model_account_create
     from garden.services.agents import agent_builtins_ensure, agent_create
     from groups.models import Group, Membership
 
-    user = get_user_model().objects.create(username=username)
+    user, account = _owner_on_fake(username, base_url, timeout)
     concierge = agent_builtins_ensure(owner=user)[Agent.Builtin.CONCIERGE]
-    account = model_account_create(
-        owner=user,
-        name="fake",
-        provider="openai",
-        model="fake",
-        base_url=base_url,
-        timeout_seconds=timeout,
-    )
     concierge.model_account = account
     concierge.save(update_fields=["model_account"])
     group = Group.objects.create(owner=user, name=f"{username} team", coordinator=concierge)

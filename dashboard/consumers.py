@@ -16,7 +16,9 @@ from django.conf import settings
 
 from dashboard.sockets import SIGNED_OUT, session_sockets, user_sockets
 from garden.events import group_channel
-from groups.selectors import group_get, group_list
+from garden.selectors import conversation_get
+from groups.selectors import group_get, group_list, solo_rooms
+from groups.services.requests import solo_room_for
 
 FORBIDDEN = 4403
 TOO_MANY_SOCKETS = 4429
@@ -37,7 +39,23 @@ def _owns(user: Any, group_id: int) -> bool:
 def _roster_groups(user: Any) -> list[int] | None:
     if not (user and user.is_authenticated and user.is_active):
         return None
-    return list(group_list(owner=user).values_list("pk", flat=True))
+    # An agent's own room too: its agent's state on the roster follows its 1:1 work.
+    return [
+        *group_list(owner=user).values_list("pk", flat=True),
+        *solo_rooms(owner=user).values_list("pk", flat=True),
+    ]
+
+
+@database_sync_to_async
+def _agents_room(user: Any, conversation_id: int) -> int | None:
+    """The room of the person's 1:1 conversation ``conversation_id`` (made if it is new), or
+    None for no such conversation of theirs."""
+    if not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    conversation = conversation_get(owner=user, conversation_id=conversation_id)
+    if conversation is None or conversation.agent_id is None:
+        return None
+    return solo_room_for(agent_id=conversation.agent_id).pk
 
 
 class _OwnersSocket(AsyncJsonWebsocketConsumer):
@@ -110,6 +128,51 @@ class GroupConsumer(_OwnersSocket):
 
     async def garden_event(self, message: dict[str, Any]) -> None:
         await self.send_json(message["event"])
+
+
+def _of_thread(event: dict[str, Any], conversation_id: int, requests: set[int]) -> bool:
+    """Whether ``event`` belongs to the thread ``conversation_id`` (an agent's room carries all
+    of its conversations); ``requests`` are the thread's requests seen so far (a draft names
+    only its request, whose state event always comes first)."""
+    kind = event.get("type", "")
+    if kind == "message.created":
+        return event["message"].get("conversation") == conversation_id
+    if kind == "request.state":
+        if event["request"].get("conversation") != conversation_id:
+            return False
+        requests.add(event["request"]["id"])
+        return True
+    if kind == "request.draft":
+        return event.get("request") in requests
+    if kind.startswith("approval."):
+        return event["approval"].get("conversation") == conversation_id
+    return False
+
+
+class ConversationConsumer(_OwnersSocket):
+    """A 1:1 conversation's socket: what its agent's room carries of this thread."""
+
+    async def connect(self) -> None:
+        self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
+        self.requests: set[int] = set()
+        user = self.scope.get("user")
+        room_id = await _agents_room(user, self.conversation_id)
+        if room_id is None:
+            await self.refuse(FORBIDDEN)
+            return
+        await self.join(user, (group_channel(room_id),))
+
+    async def garden_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if event.get("type") != "batch":
+            if _of_thread(event, self.conversation_id, self.requests):
+                await self.send_json(event)
+            return
+        kept = [
+            e for e in event.get("events", []) if _of_thread(e, self.conversation_id, self.requests)
+        ]
+        if kept:
+            await self.send_json({**event, "events": kept})
 
 
 # What the roster shows of a group's events: its requests' states and its approvals.

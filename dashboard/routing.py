@@ -2,9 +2,10 @@
 
 from django.urls import path
 
-from dashboard.consumers import GroupConsumer, RosterConsumer
+from dashboard.consumers import ConversationConsumer, GroupConsumer, RosterConsumer
 
 websocket_urlpatterns = [
     path("ws/groups/<int:group_id>/", GroupConsumer.as_asgi()),
+    path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
     path("ws/roster/", RosterConsumer.as_asgi()),
 ]

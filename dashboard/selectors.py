@@ -32,12 +32,18 @@ def group_candidates(agents: Iterable[Agent]) -> list[Agent]:
     return [a for a in agents if a.builtin != MAKER]
 
 
-def group_artifacts(*, owner: AbstractBaseUser, group: Group) -> QuerySet[Artifact]:
-    """What the group made and what the owner attached, newest first: artifacts of the
-    group's conversations, each marked ``attached`` when it is a file the owner sent (whose
-    bytes the file view serves; the bytes themselves are not read here)."""
+def group_artifacts(
+    *, owner: AbstractBaseUser, group: Group | None = None, conversation_id: int | None = None
+) -> QuerySet[Artifact]:
+    """What the group (or the 1:1 conversation ``conversation_id``) made and what the owner
+    attached, newest first: artifacts of the group's conversations, each marked ``attached``
+    when it is a file the owner sent (whose bytes the file view serves; the bytes themselves
+    are not read here)."""
+    where = {"conversation__group": group} if group is not None else {}
+    if conversation_id is not None:
+        where = {"conversation_id": conversation_id}
     return (
-        Artifact.objects.filter(owner=owner, conversation__group=group)
+        Artifact.objects.filter(owner=owner, **where)
         .select_related("agent")
         .defer("content")
         .annotate(

@@ -48,6 +48,14 @@ class DashboardSite(admin.AdminSite):
         own = [
             path("agents/", self.admin_view(views.agents), name="agents"),
             path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
+            path(
+                "agents/<int:agent_id>/room/", self.admin_view(views.agent_room), name="agent_room"
+            ),
+            path(
+                "agents/<int:agent_id>/room/canvas",
+                self.admin_view(views.agent_canvas),
+                name="agent_canvas",
+            ),
             path("accounts/", self.admin_view(views.accounts), name="accounts"),
             path("tokens/", self.admin_view(views.tokens), name="tokens"),
             path("documents/", self.admin_view(views.documents), name="documents"),

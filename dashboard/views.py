@@ -22,11 +22,13 @@ from garden.credentials import credentials_for
 from garden.models import AccessToken, Agent, ModelAccount
 from garden.selectors import account_key_status, agent_list, model_account_list
 from garden.services.agents import agent_next_colour, assignable_tools
+from garden.services.conversations import agent_conversation_open
 from garden.storage import owner_artifacts, storage_usage
 from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.rules import ROOM_CAP_MIN_CHARS
 from groups.selectors import group_get, group_list
 from groups.services.groups import purge_due_groups_soon
+from groups.services.requests import solo_room_for
 from telegram_approvals.bot import configured as telegram_configured
 from telegram_approvals.selectors import bot_username, link_get
 
@@ -132,7 +134,9 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             accounts=model_account_list(owner=request.user),
             tools=tools,
             others=others,
-            coordinates=list(agent.coordinated_groups.filter(deleted_at__isnull=True)),
+            coordinates=list(
+                agent.coordinated_groups.filter(kind=Group.Kind.TEAM, deleted_at__isnull=True)
+            ),
         ),
     )
 
@@ -224,15 +228,26 @@ def _group_or_404(request: HttpRequest, group_id: int) -> Group:
     return group
 
 
-def room(request: HttpRequest, group_id: int) -> HttpResponse:
-    group = _group_or_404(request, group_id)
-    members = [m.agent for m in group.ordered_memberships]
-    candidates = selectors.group_candidates(agent_list(owner=request.user))
-    data = {
+def _room_data(
+    request: HttpRequest,
+    *,
+    room_id: int,
+    name: str,
+    coordinator: int,
+    members: list[Agent],
+    api: str,
+    socket: str,
+    canvas: str,
+    solo: bool = False,
+) -> dict[str, Any]:
+    """What a room's script starts from: the room, its members, the person and the URLs it
+    talks to — a group's room and an agent's alike."""
+    return {
+        "solo": solo,
         "group": {
-            "id": group.pk,
-            "name": group.name,
-            "coordinator": group.coordinator_id,
+            "id": room_id,
+            "name": name,
+            "coordinator": coordinator,
             "members": [face(a) for a in members],
             # Members answering from an offline script: the room says so on their turns.
             "scripted": list(
@@ -244,10 +259,10 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
         },
         "owner": {"name": request.user.get_short_name() or request.user.get_username()},
         "urls": {
-            "api": f"/api/groups/{group.pk}",
+            "api": api,
             "approvals": "/api/approvals",
-            "socket": f"/ws/groups/{group.pk}/",
-            "canvas": reverse("dashboard:canvas", args=[group.pk]),
+            "socket": socket,
+            "canvas": canvas,
             "roster": reverse("dashboard:index"),
             "agent": reverse("dashboard:agent", args=[0]),
             "file": reverse("dashboard:artifact_file", args=[0]),
@@ -257,6 +272,22 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             "max_bytes": settings.GARDEN_ATTACHMENT_MAX_BYTES,
         },
     }
+
+
+def room(request: HttpRequest, group_id: int) -> HttpResponse:
+    group = _group_or_404(request, group_id)
+    members = [m.agent for m in group.ordered_memberships]
+    candidates = selectors.group_candidates(agent_list(owner=request.user))
+    data = _room_data(
+        request,
+        room_id=group.pk,
+        name=group.name,
+        coordinator=group.coordinator_id,
+        members=members,
+        api=f"/api/groups/{group.pk}",
+        socket=f"/ws/groups/{group.pk}/",
+        canvas=reverse("dashboard:canvas", args=[group.pk]),
+    )
     return TemplateResponse(
         request,
         "dashboard/room.html",
@@ -300,6 +331,65 @@ def artifact_file(request: HttpRequest, artifact_id: int) -> HttpResponse:
     response["Cross-Origin-Resource-Policy"] = "same-origin"
     response["Cache-Control"] = "private, max-age=300"
     return response
+
+
+def _agent_or_404(request: HttpRequest, agent_id: int) -> Agent:
+    agent = agent_list(owner=request.user).filter(pk=agent_id).first()
+    if agent is None:
+        raise Http404("No such agent.")
+    return agent
+
+
+def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """The room of one agent: the person's latest open 1:1 conversation with it (a first one
+    made here), on the same room page as a group's — its messages run on the group loop in
+    the agent's own room (groups.services.requests.conversation_request_create)."""
+    agent = _agent_or_404(request, agent_id)
+    conversation = agent_conversation_open(owner=request.user, agent=agent)
+    room = solo_room_for(agent_id=agent.pk)
+    data = _room_data(
+        request,
+        room_id=room.pk,
+        name=agent.name,
+        coordinator=agent.pk,
+        members=[agent],
+        api=f"/api/conversations/{conversation.pk}",
+        socket=f"/ws/conversations/{conversation.pk}/",
+        canvas=reverse("dashboard:agent_canvas", args=[agent.pk]),
+        solo=True,
+    )
+    return TemplateResponse(
+        request,
+        "dashboard/room.html",
+        _context(
+            request,
+            title=agent.name,
+            solo=True,
+            agent=agent,
+            group={"name": agent.name},
+            members=[agent],
+            artifacts=selectors.canvas_versions(
+                selectors.group_artifacts(owner=request.user, conversation_id=conversation.pk)
+            ),
+            attachment_accept=ACCEPT,
+            room_data=data,
+        ),
+    )
+
+
+def agent_canvas(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """The Canvas list of the agent's room alone, for the room's script to refresh."""
+    agent = _agent_or_404(request, agent_id)
+    conversation = agent_conversation_open(owner=request.user, agent=agent)
+    return TemplateResponse(
+        request,
+        "dashboard/_canvas_list.html",
+        {
+            "artifacts": selectors.canvas_versions(
+                selectors.group_artifacts(owner=request.user, conversation_id=conversation.pk)
+            ),
+        },
+    )
 
 
 def canvas(request: HttpRequest, group_id: int) -> HttpResponse:

@@ -155,6 +155,8 @@ class GroupAdmin(admin.ModelAdmin):
         return (
             super()
             .get_queryset(request)
+            # An agent's own room is not a group to manage: its requests are under Requests.
+            .filter(kind=Group.Kind.TEAM)
             .select_related("owner", "coordinator")
             .prefetch_related(
                 Prefetch("memberships", queryset=ordered, to_attr="ordered_memberships")

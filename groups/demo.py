@@ -54,6 +54,20 @@ CONCIERGE_SCRIPT = {
 
 LEDGER_SCRIPT = {
     "rules": [
+        # Its 1:1 chat: asked to remember something, it uses its memory tool, then says so.
+        {
+            "after_tool_result": True,
+            "reply": "Noted: rent is 1,400 a month. I'll use it from now on.",
+        },
+        {
+            "when": r"remember",
+            "reply": {
+                "text": "I'll keep that in my notes.",
+                "tool_calls": [
+                    {"name": "memory.remember", "arguments": {"text": "Rent is 1,400 a month."}}
+                ],
+            },
+        },
         {
             "when": r"exclud",
             "reply": "Excluding the 240 work reimbursement: spending 2,910, net 1,290.",
@@ -78,6 +92,55 @@ ADVISOR_SCRIPT = {
     ],
     "default": "Advisor: nothing to add.",
 }
+
+
+def maker_script(*, group_id: int, name: str) -> dict:
+    """Agent Father's offline script for the demo: asked to rename, it calls
+    platform.update_group on group ``group_id`` (which waits for the owner's approval), then
+    reports what the tool answered."""
+    return {
+        "rules": [
+            {"after_tool_error": True, "reply": "That did not go through; nothing was changed."},
+            {"after_tool_result": True, "reply": f"Done: the group is now called {name}."},
+            {
+                "when": "rename",
+                "reply": {
+                    "text": f"I'll rename it to {name}; that needs your approval.",
+                    "tool_calls": [
+                        {
+                            "name": "platform.update_group",
+                            "arguments": {"group_id": group_id, "name": name},
+                        }
+                    ],
+                },
+            },
+        ],
+        "default": "Tell me which agent or group to make or change.",
+    }
+
+
+@transaction.atomic
+def trip_group(owner: AbstractBaseUser) -> Group:
+    """A second demo group (Ledger and Finance Advisor, Concierge coordinating) for Agent
+    Father to rename; the household's agents must exist (``household_finances``)."""
+    group = (
+        Group.objects.filter(
+            owner=owner,
+            kind=Group.Kind.TEAM,
+            name__in=["Trip planning", "Summer trip"],
+            deleted_at__isnull=True,
+        )
+        .order_by("id")
+        .first()
+    )
+    if group is None:
+        agents = {a.handle: a for a in Agent.objects.filter(owner=owner)}
+        group = Group.objects.create(
+            owner=owner, name="Trip planning", coordinator=agents["concierge"]
+        )
+        for i, handle in enumerate(("concierge", "ledger", "advisor")):
+            Membership.objects.create(group=group, agent=agents[handle], position=i)
+    return group
 
 
 @transaction.atomic

@@ -17,6 +17,18 @@ DEFAULT_ROOM_CAP_CHARS = 24_000
 
 
 class Group(models.Model):
+    """A team of agents in one conversation — or, ``kind`` solo, one agent's own room.
+
+    An agent's solo room is how its 1:1 conversations run on the group loop: a team of one
+    whose coordinator is the agent, with no members, no group tools and no synthesis of its
+    own. It is made on the first message to the agent (``groups.services.solo``), never
+    listed as a group, and reached only through its conversations.
+    """
+
+    class Kind(models.TextChoices):
+        TEAM = "team", "Group"
+        SOLO = "solo", "An agent's own room"
+
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_groups"
     )
@@ -28,6 +40,7 @@ class Group(models.Model):
         "garden.Agent", through="Membership", related_name="agent_groups"
     )
     room_cap_chars = models.PositiveIntegerField(default=DEFAULT_ROOM_CAP_CHARS)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TEAM)
     deleted_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -35,9 +48,18 @@ class Group(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["coordinator"], condition=Q(kind="solo"), name="one_solo_room_per_agent"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_solo(self) -> bool:
+        return self.kind == self.Kind.SOLO
 
     @property
     def memory_scope(self) -> str:

@@ -1,8 +1,11 @@
-"""The maker's platform tools: Agent Father changes or archives one of its owner's groups.
+"""The maker's platform tools: Agent Father creates an agent or a group from a description,
+and changes or archives one of its owner's groups.
 
-They go through the same services and the same rule set as the dashboard, so a change the
-owner could not make from the room's menu fails here with the same named error. The owner
-is always Agent Father's own; the group is named by id and a deleted group is not found.
+They go through the same services, rule set and quotas as the API and the dashboard, so a
+change the owner could not make there fails here with the same named error. The owner is
+always Agent Father's own (from the trusted tool context, never the arguments); a group is
+named by id and a deleted group, or another owner's, is not found. Each needs the owner's
+approval by default (``garden.services.agents.BUILTINS``).
 """
 
 from __future__ import annotations
@@ -11,13 +14,18 @@ import json
 from typing import Any
 
 import jsonschema
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError
 
+from garden.api.serializers import AgentInput
 from garden.errors import ServiceError
-from garden.models import Agent
+from garden.models import Agent, ModelAccount
 from garden.providers.types import ToolSpec
+from garden.services.accounts import scripted_account_for
+from garden.services.agents import agent_create
 from garden.tools import Tool, ToolContext, ToolOutcome, register
 from groups import selectors
-from groups.services.groups import group_archive, group_update
+from groups.services.groups import group_archive, group_create, group_update
 
 _HANDLE = {
     "type": "string",
@@ -61,6 +69,74 @@ ARCHIVE_GROUP_PARAMETERS: dict[str, Any] = {
     "properties": {"group_id": _GROUP_ID},
 }
 
+CREATE_AGENT_PARAMETERS: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "platform.create_agent arguments",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["handle", "name"],
+    "properties": {
+        "handle": {**_HANDLE, "description": "The new agent's handle, unique among yours."},
+        "name": {"type": "string", "minLength": 1, "maxLength": 100},
+        "instructions": {"type": "string", "maxLength": 20_000},
+        "model_account": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "The id of one of your owner's model accounts; without it, the "
+            "offline scripted one.",
+        },
+        "enabled_tools": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 80},
+            "maxItems": 50,
+        },
+        "approval_tools": {
+            "type": "array",
+            "items": {"type": "string", "maxLength": 80},
+            "maxItems": 50,
+            "description": "Which of its tools wait for the owner's approval.",
+        },
+    },
+}
+
+CREATE_GROUP_PARAMETERS: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "platform.create_group arguments",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "members"],
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+        "members": {
+            "type": "array",
+            "items": _HANDLE,
+            "minItems": 1,
+            "maxItems": 50,
+            "description": "The members, in order.",
+        },
+        "coordinator": {
+            **_HANDLE,
+            "description": "The member who coordinates; without it, Concierge.",
+        },
+    },
+}
+
+CREATE_AGENT = ToolSpec(
+    name="platform.create_agent",
+    description="Create an agent for your owner: its handle, name and instructions, and "
+    "optionally its model account (by id), its tools and which of them need approval. The "
+    "same rules and limits as your owner's own agent form apply.",
+    parameters=CREATE_AGENT_PARAMETERS,
+)
+
+CREATE_GROUP = ToolSpec(
+    name="platform.create_group",
+    description="Create a group of your owner's agents: a name, the members by handle in "
+    "order, and optionally the coordinator (Concierge otherwise). At least two members "
+    "besides you that can run; you cannot join a group yourself.",
+    parameters=CREATE_GROUP_PARAMETERS,
+)
+
 UPDATE_GROUP = ToolSpec(
     name="platform.update_group",
     description="Change one of your owner's groups: its name, its members (the whole list, in "
@@ -87,9 +163,12 @@ def _error(code: str, message: str, field: str | None = None) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "field": field}}
 
 
+MAKER_ONLY_MESSAGE = "Only Agent Father can make or change agents and groups."
+
+
 def _check_caller(agent: Agent) -> dict[str, Any] | None:
     if agent.builtin != Agent.Builtin.MAKER or agent.removed_at is not None:
-        return _error(MAKER_ONLY, "Only Agent Father can change or archive groups.")
+        return _error(MAKER_ONLY, MAKER_ONLY_MESSAGE)
     return None
 
 
@@ -137,6 +216,86 @@ def _service_error(exc: ServiceError) -> dict[str, Any]:
     return result
 
 
+def _agent_ids(agent: Agent, handles: list[str]) -> dict[str, int]:
+    """The owner's agents by handle (removed ones too: the rules decide whether naming them
+    is allowed)."""
+    wanted = [h.lstrip("@") for h in handles]
+    return dict(
+        Agent.objects.filter(owner_id=agent.owner_id, handle__in=wanted).values_list("handle", "pk")
+    )
+
+
+def platform_create_agent(*, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Create an agent of the maker's owner: ``{"agent": …}`` or ``{"error": …}``."""
+    refusal = _check_caller(agent) or _check_arguments(CREATE_AGENT, arguments)
+    if refusal:
+        return refusal
+    data = AgentInput(data={**arguments, "handle": arguments["handle"].lstrip("@")})
+    if not data.is_valid():
+        field, messages = next(iter(data.errors.items()))
+        return _error(INVALID_ARGUMENTS, str(messages[0]), field)
+    v = data.validated_data
+    owner = agent.owner
+    if "model_account" in v:
+        account = ModelAccount.objects.filter(owner=owner, pk=v["model_account"]).first()
+        if account is None:
+            return _error("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", "model_account")
+    else:
+        account = scripted_account_for(owner=owner)
+    if Agent.objects.filter(owner=owner, handle=v["handle"]).exists():
+        return _error("HANDLE_TAKEN", f"@{v['handle']} is taken.", "handle")
+    try:
+        made = agent_create(
+            owner=owner,
+            handle=v["handle"],
+            name=v["name"],
+            model_account=account,
+            instructions=v["instructions"],
+            enabled_tools=v["enabled_tools"],
+            approval_tools=v["approval_tools"],
+        )
+    except ServiceError as exc:
+        return _service_error(exc)
+    except IntegrityError:
+        return _error("HANDLE_TAKEN", f"@{v['handle']} is taken.", "handle")
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        return _error(INVALID_ARGUMENTS, str(messages[0]), field)
+    return {
+        "agent": {
+            "id": made.pk,
+            "handle": made.handle,
+            "name": made.name,
+            "model_account": account.pk,
+            "enabled_tools": made.enabled_tools,
+            "approval_tools": made.approval_tools,
+        }
+    }
+
+
+def platform_create_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Create a group of the maker's owner: ``{"group": …}`` or ``{"error": …}``."""
+    refusal = _check_caller(agent) or _check_arguments(CREATE_GROUP, arguments)
+    if refusal:
+        return refusal
+    coordinator = arguments.get("coordinator")
+    by_handle = _agent_ids(agent, [*arguments["members"], *([coordinator] if coordinator else [])])
+    for field, handles in (("members", arguments["members"]), ("coordinator", [coordinator])):
+        for handle in filter(None, handles):
+            if handle.lstrip("@") not in by_handle:
+                return _error("MEMBER_NOT_FOUND", f"No such agent: @{handle.lstrip('@')}.", field)
+    try:
+        group = group_create(
+            owner=agent.owner,
+            name=arguments["name"],
+            members=[by_handle[h.lstrip("@")] for h in arguments["members"]],
+            coordinator=by_handle[coordinator.lstrip("@")] if coordinator else None,
+        )
+    except ServiceError as exc:
+        return _service_error(exc)
+    return _group_result(group)
+
+
 def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[str, Any]:
     """Change a group of the maker's owner: ``{"group": …}`` or ``{"error": …}``."""
     refusal = _check_caller(agent) or _check_arguments(UPDATE_GROUP, arguments)
@@ -147,13 +306,10 @@ def platform_update_group(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
     group = _group_of(agent, arguments["group_id"])
     if group is None:
         return _error(GROUP_NOT_FOUND, "No such group.", "group_id")
-    wanted = [h.lstrip("@") for h in arguments.get("members", [])]
+    wanted = list(arguments.get("members", []))
     if "coordinator" in arguments:
-        wanted.append(arguments["coordinator"].lstrip("@"))
-    # Removed agents are resolved too: the rules decide whether naming them is allowed.
-    by_handle = dict(
-        Agent.objects.filter(owner_id=agent.owner_id, handle__in=wanted).values_list("handle", "pk")
-    )
+        wanted.append(arguments["coordinator"])
+    by_handle = _agent_ids(agent, wanted)
     for field in ("members", "coordinator"):
         handles = arguments.get(field)
         for handle in [handles] if isinstance(handles, str) else handles or []:
@@ -208,19 +364,26 @@ def _caller(ctx: ToolContext) -> Agent | None:
     )
 
 
-def _handle_update(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
-    agent = _caller(ctx)
-    if agent is None:
-        return _outcome(_error(MAKER_ONLY, "Only Agent Father can change or archive groups."))
-    return _outcome(platform_update_group(agent=agent, arguments=arguments))
+def _handler(tool):
+    def handle(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
+        agent = _caller(ctx)
+        if agent is None:
+            return _outcome(_error(MAKER_ONLY, MAKER_ONLY_MESSAGE))
+        return _outcome(tool(agent=agent, arguments=arguments))
+
+    return handle
 
 
-def _handle_archive(ctx: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
-    agent = _caller(ctx)
-    if agent is None:
-        return _outcome(_error(MAKER_ONLY, "Only Agent Father can change or archive groups."))
-    return _outcome(platform_archive_group(agent=agent, arguments=arguments))
-
-
-register(Tool(spec=UPDATE_GROUP, handler=_handle_update, meta={"describe": "change a group"}))
-register(Tool(spec=ARCHIVE_GROUP, handler=_handle_archive, meta={"describe": "archive a group"}))
+for spec, tool, describe, general in (
+    (CREATE_AGENT, platform_create_agent, "create the agent @{handle}", "create an agent"),
+    (CREATE_GROUP, platform_create_group, "create the group {name}", "create a group"),
+    (UPDATE_GROUP, platform_update_group, "change group {group_id}", "change a group"),
+    (ARCHIVE_GROUP, platform_archive_group, "archive group {group_id}", "archive a group"),
+):
+    register(
+        Tool(
+            spec=spec,
+            handler=_handler(tool),
+            meta={"describe": describe, "describe_general": general},
+        )
+    )

@@ -60,6 +60,8 @@ def request_after_finish(*, request_id: int) -> str:
     outcome = "not_needed"
     if (
         request.state == GroupRequest.State.COMPLETED
+        # An agent's own room is bounded before every call and never rolled over.
+        and not request.group.is_solo
         and request.conversation.status == Conversation.Status.OPEN
         and room_chars(request.conversation_id) > request.group.room_cap_chars
     ):

@@ -14,7 +14,7 @@ from django.db import connection
 
 from garden import events
 from garden.errors import is_row_id
-from garden.models import Agent, Message
+from garden.models import Agent, Conversation, Message
 from garden.providers import (
     ArtifactRef,
     Block,
@@ -152,12 +152,26 @@ def release_connection() -> None:
 
 
 def transcript_turns(room: Room) -> list[Turn]:
-    """The room as the projection sees it: this request and everything before it."""
+    """The room as the projection sees it: this request and everything before it — in an
+    agent's own room, whose conversations never roll over, the newest GARDEN_CHAT_MAX_TURNS
+    of it at most, so a long 1:1 thread costs a step what a short one does (the bounding
+    then keeps what fits the cap)."""
+    floor = 0
+    if room.group.is_solo:
+        last_seq = room.thread_last_seq
+        if last_seq is None:
+            last_seq = (
+                Conversation.objects.filter(pk=room.request.conversation_id)
+                .values_list("last_seq", flat=True)
+                .first()
+            ) or 0
+        floor = max(0, last_seq - settings.GARDEN_CHAT_MAX_TURNS)
     return transcript(
         room.request.conversation_id,
         up_to_request=room.request.pk,
         last_seq=room.thread_last_seq,
         handles={a.pk: a.handle for a in room.members.values()},
+        floor_seq=floor,
     )
 
 
@@ -170,7 +184,10 @@ def views(room: Room) -> tuple[GroupView, dict[int, AgentView]]:
         id=room.group.pk,
         name=room.group.name,
         coordinator_id=room.group.coordinator_id,
-        members=tuple(views[i] for i in room.order if i in views),
+        # A solo room has no memberships: its one agent is its coordinator.
+        members=tuple(views[i] for i in room.order if i in views)
+        or (views[room.group.coordinator_id],),
+        solo=room.group.is_solo,
     )
     return group, views
 

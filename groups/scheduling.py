@@ -18,6 +18,9 @@ AFTER_REQUEST = "groups.after_request"
 EXECUTE_APPROVAL = "groups.execute_approval"
 SWEEP_REQUESTS = "groups.sweep_requests"
 PURGE_DELETED_GROUPS = "groups.purge_deleted_groups"
+# The name 1:1 replies were sent under before they ran on the group loop: a message still on
+# the broker from then is answered as a request (groups.tasks.legacy_chat_reply).
+LEGACY_CHAT_REPLY = "garden.chat_reply"
 
 _AFTER_LOCK: ContextVar[list[Callable[[], None]] | None] = ContextVar("after_lock", default=None)
 

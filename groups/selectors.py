@@ -27,16 +27,21 @@ def _with_members(qs: QuerySet[Group]) -> QuerySet[Group]:
 def group_list(*, owner: AbstractBaseUser) -> QuerySet[Group]:
     """The owner's roster: neither deleted nor archived."""
     return _with_members(
-        Group.objects.filter(owner=owner, deleted_at__isnull=True, archived_at__isnull=True)
+        Group.objects.filter(
+            owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True, archived_at__isnull=True
+        )
     )
 
 
 def group_get(*, owner: AbstractBaseUser, group_id: int) -> Group | None:
-    """One of the owner's groups by id; archived ones still read, deleted ones do not."""
+    """One of the owner's groups by id; archived ones still read, deleted ones do not, and an
+    agent's own room is not a group (it is reached through its conversations)."""
     if not is_row_id(group_id):
         return None
     return _with_members(
-        Group.objects.filter(owner=owner, deleted_at__isnull=True, pk=group_id)
+        Group.objects.filter(
+            owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True, pk=group_id
+        )
     ).first()
 
 
@@ -71,27 +76,58 @@ def room_messages(*, conversation: Conversation, after: int = 0) -> list[Message
     return list(turns.filter(seq__lte=last).select_related("speaker_agent"))
 
 
-def request_active(*, group: Group) -> GroupRequest | None:
-    return GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).first()
+def _requests(group: Group | None, conversation: Conversation | None) -> QuerySet[GroupRequest]:
+    """A group's requests, or — given ``conversation`` — that thread's (an agent's 1:1
+    conversation shares its agent's room with the agent's other conversations)."""
+    rows = GroupRequest.objects.all()
+    if group is not None:
+        rows = rows.filter(group=group)
+    if conversation is not None:
+        rows = rows.filter(conversation=conversation)
+    return rows
 
 
-def requests_queued(*, group: Group, limit: int = 20) -> list[GroupRequest]:
-    """The group's queued requests, the next to start first."""
+def request_active(
+    *, group: Group | None = None, conversation: Conversation | None = None
+) -> GroupRequest | None:
+    return _requests(group, conversation).filter(state__in=GroupRequest.ACTIVE_STATES).first()
+
+
+def requests_queued(
+    *, group: Group | None = None, conversation: Conversation | None = None, limit: int = 20
+) -> list[GroupRequest]:
+    """The group's (or the thread's) queued requests, the next to start first."""
     return list(
-        GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).order_by("id")[
-            :limit
-        ]
+        _requests(group, conversation)
+        .filter(state=GroupRequest.State.QUEUED)
+        .order_by("id")[:limit]
     )
 
 
-def requests_queued_count(*, group: Group) -> int:
-    return GroupRequest.objects.filter(group=group, state=GroupRequest.State.QUEUED).count()
+def requests_queued_count(
+    *, group: Group | None = None, conversation: Conversation | None = None
+) -> int:
+    return _requests(group, conversation).filter(state=GroupRequest.State.QUEUED).count()
 
 
-def request_get(*, group: Group, request_id: int) -> GroupRequest | None:
-    if not is_row_id(request_id):
+def request_get(
+    *, group: Group | None = None, conversation: Conversation | None = None, request_id: int
+) -> GroupRequest | None:
+    if not is_row_id(request_id) or (group is None and conversation is None):
         return None
-    return GroupRequest.objects.filter(group=group, pk=request_id).first()
+    return _requests(group, conversation).filter(pk=request_id).first()
+
+
+def solo_rooms(*, owner: AbstractBaseUser) -> QuerySet[Group]:
+    """The owner's agents' own rooms (made on each agent's first 1:1 message)."""
+    return Group.objects.filter(owner=owner, kind=Group.Kind.SOLO)
+
+
+def solo_room_of(*, conversation: Conversation) -> Group | None:
+    """The room an agent's 1:1 ``conversation`` runs in; None before its first message."""
+    if conversation.agent_id is None:
+        return None
+    return Group.objects.filter(kind=Group.Kind.SOLO, coordinator_id=conversation.agent_id).first()
 
 
 def approval_list(

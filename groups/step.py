@@ -206,6 +206,18 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
             return skip_member(room, queue, "is no longer able to run")
     else:
         speaker, purpose = room.coordinator, CallReservation.Purpose.WORKING
+    if room.group.is_solo and not speaker.can_run:
+        # Its model account was taken away, or the agent removed, after the message came.
+        with fenced(room):
+            finish(
+                room,
+                state=GroupRequest.State.FAILED,
+                outcome_code="AGENT_CANNOT_RUN",
+                outcome=f"@{speaker.handle} cannot run now.",
+                notice=f"@{speaker.handle} cannot run now: it has no model account or was "
+                "removed. The request ended.",
+            )
+        return "agent_cannot_run"
 
     spent = budget_check(owner_id=room.group.owner_id, account=speaker.model_account)
     if spent is not None:
@@ -424,10 +436,11 @@ def _record(
         append(room, speaker=speaker, content=content)
         results: list[dict] = []
         pending: list[ToolCall] = []
+        team = not room.group.is_solo
         for call in calls:
-            if is_coordinator and call.name == "group.ask":
+            if team and is_coordinator and call.name == "group.ask":
                 results += ask(room, speaker, call, queue)
-            elif not is_coordinator and call.name == "group.request_help":
+            elif team and not is_coordinator and call.name == "group.request_help":
                 results += request_help(room, speaker, call, queue)
             else:
                 pending.append(call)

@@ -10,7 +10,7 @@ from groups.locks import LockContended
 from groups.rollover import request_after_finish
 from groups.services.approvals import approval_execute, sweep_stranded
 from groups.services.groups import group_purge_expired
-from groups.services.requests import request_start_next
+from groups.services.requests import request_for_unanswered_turn, request_start_next
 from groups.step import advance_request as step
 
 
@@ -63,6 +63,14 @@ def advance_request(
 @shared_task(name=scheduling.START_NEXT_REQUEST, acks_late=True, ignore_result=True)
 def start_next_request(group_id: int) -> None:
     request_start_next(group_id=group_id)
+
+
+@shared_task(name=scheduling.LEGACY_CHAT_REPLY, acks_late=True, ignore_result=True)
+def legacy_chat_reply(message_id: int, attempt: int = 1, first_at: float | None = None) -> None:
+    """A 1:1 reply sent before 1:1 messages ran on the group loop, still on the broker: its
+    owner turn becomes a request of the agent's room (``attempt`` and ``first_at`` are the
+    old task's and mean nothing now)."""
+    request_for_unanswered_turn(message_id=message_id)
 
 
 @shared_task(name=scheduling.SWEEP_REQUESTS, acks_late=True, ignore_result=True)

@@ -16,7 +16,7 @@ from garden.providers import ToolCall, ToolSpec
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
-from garden.tools import ToolContext, ToolOutcome, get_tool, run_tool
+from garden.tools import ToolOutcome, get_tool, run_tool
 from groups import scheduling
 from groups.asks import answer_ask, begin_synthesis, tool_error
 from groups.fencing import append, complete_step, fenced, flush
@@ -25,13 +25,19 @@ from groups.payloads import approval_event, request_event
 from groups.room import Room, load_room, release_connection
 from groups.routing import Contribution
 from groups.signals import approvals_changed_on_commit
+from groups.tools import oversized_limit, tool_context
 
 COORDINATOR_TOOLS = ("group.ask",)
 MEMBER_TOOLS = ("group.request_help",)
 
 
 def tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
-    names = list(COORDINATOR_TOOLS if speaker.pk == room.group.coordinator_id else MEMBER_TOOLS)
+    if room.group.is_solo:
+        names = []  # one agent and its owner: no one to ask, no one to hand back to
+    elif speaker.pk == room.group.coordinator_id:
+        names = list(COORDINATOR_TOOLS)
+    else:
+        names = list(MEMBER_TOOLS)
     names += [n for n in speaker.enabled_tools if n not in names]
     specs = []
     for name in names:
@@ -237,12 +243,6 @@ def _unanswered_calls(request_id: int, fence: int) -> tuple[int | None, list[Too
     return speaker_id, [c for c in calls if c.id not in answered]
 
 
-def oversized_limit(cap_chars: int) -> int:
-    """A single tool result larger than half the room cap cannot be carried: it would crowd
-    out the room (or overflow the model) on the member's next call."""
-    return max(1_000, cap_chars // 2)
-
-
 def _keep_as_artifact(
     room: Room, speaker: Agent, call: ToolCall | None, out: ToolOutcome, *, title: str = ""
 ) -> Artifact:
@@ -301,14 +301,7 @@ def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
             is_error=True,
             code="TOOL_NOT_AVAILABLE",
         )
-    ctx = ToolContext(
-        owner_id=room.group.owner_id,
-        agent_id=speaker.pk,
-        conversation_id=room.request.conversation_id,
-        group_id=room.group.pk,
-        request_id=room.request.pk,
-        output_chars=oversized_limit(room.group.room_cap_chars),
-    )
+    ctx = tool_context(request=room.request, group=room.group, agent_id=speaker.pk)
     return run_tool(ctx, call.name, call.arguments)
 
 

@@ -112,10 +112,14 @@ def _read(conversation_id: int, since: int) -> list[_Row]:
     return [_row(*values) for values in rows]
 
 
-def thread_rows(conversation_id: int, *, last_seq: int | None = None) -> list[_Row]:
+def thread_rows(
+    conversation_id: int, *, last_seq: int | None = None, floor_seq: int = 0
+) -> list[_Row]:
     """Every turn of the thread but activity lines, in seq order (a snapshot: the caller
     may keep it). ``last_seq``, the thread's last seq as just read from its row (every turn
-    up to it is committed), spares the read when this process has seen that far."""
+    up to it is committed), spares the read when this process has seen that far.
+    ``floor_seq`` leaves out what a thread that never rolls over holds from before it (an
+    agent's 1:1 conversation): a thread read afresh is read from there."""
     with _lock:
         held = _threads.get(conversation_id)
         if held is not None:
@@ -123,13 +127,13 @@ def thread_rows(conversation_id: int, *, last_seq: int | None = None) -> list[_R
     if held is not None and last_seq is not None and held.through >= last_seq:
         return held.rows
     rows = held.rows if held else []
-    last = rows[-1].seq if rows else 0
+    last = rows[-1].seq if rows else floor_seq
     # Read from the last turn already held, to check it is still the same row: a thread
     # whose rows went (deleted with it) starts afresh.
     fresh = _read(conversation_id, last)
     size = held.size if held else 0
     if rows and (not fresh or fresh[0] != rows[-1]):
-        rows, fresh, size = [], _read(conversation_id, 0), 0
+        rows, fresh, size = [], _read(conversation_id, floor_seq), 0
     elif rows:
         fresh = fresh[1:]
     rows = rows + fresh
@@ -231,6 +235,7 @@ def transcript(
     up_to_request: int,
     handles: dict[int, str],
     last_seq: int | None = None,
+    floor_seq: int = 0,
 ) -> list[Turn]:
     """The room as the projection sees it: the thread's turns of requests up to
     ``up_to_request`` (and turns of no request), with an owner message queued behind an
@@ -240,7 +245,7 @@ def transcript(
 
     The turns built for the thread's last request are kept with it: a step of the same
     request, with the same members, builds only the turns that came since."""
-    rows = thread_rows(conversation_id, last_seq=last_seq)
+    rows = thread_rows(conversation_id, last_seq=last_seq, floor_seq=floor_seq)
     with _lock:
         view = _views.get(conversation_id)
     if (

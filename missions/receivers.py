@@ -1,7 +1,7 @@
 """Signal receivers: thin hooks that call mission services.
 
-- ``groups.signals.request_finished`` and ``garden.chat_signals.chat_replied``: a mission's
-  work ended, so its run is concluded (in a task, after commit).
+- ``groups.signals.request_finished``: a mission's work (a group's request, or an agent's in
+  its 1:1 conversation) ended, so its run is concluded (in a task, after commit).
 - a group saved as deleted or archived, an agent saved as removed: their missions are disabled.
   The due run checks the target too, so a write that bypasses ``save()`` is still caught.
 - a mission deleted (directly or by cascade): its beat entry goes with it.
@@ -12,7 +12,6 @@ import logging
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from garden.chat_signals import chat_replied
 from garden.models import Agent
 from groups.models import Group
 from groups.signals import request_finished
@@ -37,14 +36,6 @@ def _request_finished(sender, request_id, **kwargs):
         mission_run_work_ended(group_request_id=request_id)
     except Exception:  # the loop must not fail for a mission; the next due run settles it
         log.exception("mission run of request %s not concluded", request_id)
-
-
-@receiver(chat_replied, dispatch_uid="missions_chat_replied")
-def _chat_replied(sender, message_id, **kwargs):
-    try:
-        mission_run_work_ended(owner_message_id=message_id)
-    except Exception:  # the 1:1 path must not fail for a mission; the next due run settles it
-        log.exception("mission run of message %s not concluded", message_id)
 
 
 def _touches(update_fields, name: str) -> bool:

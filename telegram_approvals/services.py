@@ -155,7 +155,8 @@ def approval_view(approval: Approval) -> ApprovalView:
     return ApprovalView(
         approval_id=approval.pk,
         label=approval_label(approval),
-        group=request.group.name if request is not None else "",
+        # An agent's own room says nothing more: the label names the agent already.
+        group=request.group.name if request is not None and not request.group.is_solo else "",
         arguments=(approval.action or {}).get("arguments") or {},
         status=approval.status,
         surface=approval.surface,

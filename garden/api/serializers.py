@@ -243,10 +243,6 @@ class ConversationInput(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
 
 
-class MessageInput(serializers.Serializer):
-    text = serializers.CharField(max_length=20_000, trim_whitespace=True)
-
-
 class AccountTestOutput(serializers.Serializer):
     ok = serializers.BooleanField()
     code = serializers.CharField(allow_null=True, help_text="The named failure, when not ok.")
@@ -273,12 +269,6 @@ class MessageOutput(serializers.Serializer):
     request = serializers.IntegerField(allow_null=True)
     addressed_agent = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField(allow_null=True)
-
-
-class ConversationMessagesOutput(serializers.Serializer):
-    conversation = serializers.IntegerField()
-    last_seq = serializers.IntegerField()
-    messages = MessageOutput(many=True)
 
 
 class AccessTokenOutput(serializers.ModelSerializer):

@@ -20,11 +20,6 @@ urlpatterns = [
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("agents/<int:agent_id>", views.AgentDetailApi.as_view(), name="agent"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
-    path(
-        "conversations/<int:conversation_id>/messages",
-        views.ConversationMessagesApi.as_view(),
-        name="conversation-messages",
-    ),
     path("artifacts", artifacts.ArtifactListApi.as_view(), name="artifacts"),
     path("artifacts/<int:artifact_id>", artifacts.ArtifactDetailApi.as_view(), name="artifact"),
 ]

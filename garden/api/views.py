@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -21,11 +21,8 @@ from garden.api.serializers import (
     AgentInput,
     AgentOutput,
     ConversationInput,
-    ConversationMessagesOutput,
     ConversationOutput,
     CredentialOutput,
-    MessageInput,
-    MessageOutput,
     ModelAccountChangedOutput,
     ModelAccountChangeInput,
     ModelAccountInput,
@@ -41,8 +38,7 @@ from garden.services.accounts import (
     scripted_account_for,
 )
 from garden.services.agents import agent_create, agent_remove, agent_update
-from garden.services.chat import conversation_post_owner_message
-from garden.services.conversations import conversation_create, message_payload
+from garden.services.conversations import conversation_create
 from garden.services.tokens import token_create, token_revoke
 
 
@@ -243,46 +239,6 @@ class ConversationListCreateApi(APIView):
             owner=request.user, agent=agent, title=data.validated_data["title"]
         )
         return Response(ConversationOutput(conversation).data, status=status.HTTP_201_CREATED)
-
-
-class ConversationMessagesApi(APIView):
-    # Posting a message starts model calls: its own, tighter rate.
-    throttle_scopes = {"POST": "messages"}
-
-    @extend_schema(responses={200: ConversationMessagesOutput})
-    def get(self, request: Request, conversation_id: int) -> Response:
-        conversation = selectors.conversation_get(
-            owner=request.user, conversation_id=conversation_id
-        )
-        if conversation is None:
-            raise not_found("conversation")
-        try:
-            after = max(0, int(request.query_params.get("after", 0)))
-        except ValueError as exc:
-            raise ApiError("invalid", "after must be an integer.", field="after") from exc
-        messages = selectors.message_list(conversation_id=conversation.pk, after_seq=after)
-        return Response(
-            {
-                "conversation": conversation.pk,
-                "last_seq": conversation.last_seq,
-                "messages": [message_payload(m) for m in messages],
-            }
-        )
-
-    @extend_schema(request=MessageInput, responses={202: MessageOutput})
-    def post(self, request: Request, conversation_id: int) -> Response:
-        conversation = selectors.conversation_get(
-            owner=request.user, conversation_id=conversation_id
-        )
-        if conversation is None:
-            raise not_found("conversation")
-        data = MessageInput(data=request.data)
-        data.is_valid(raise_exception=True)
-        with transaction.atomic():
-            message = conversation_post_owner_message(
-                owner=request.user, conversation=conversation, text=data.validated_data["text"]
-            )
-        return Response(message_payload(message), status=status.HTTP_202_ACCEPTED)
 
 
 def _no_token_minting(request: Request) -> None:

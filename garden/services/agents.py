@@ -13,7 +13,12 @@ from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
 from garden.tools import all_tools
 
-MAKER_TOOLS = ["platform.update_group", "platform.archive_group"]
+MAKER_TOOLS = [
+    "platform.create_agent",
+    "platform.create_group",
+    "platform.update_group",
+    "platform.archive_group",
+]
 
 BUILTINS = {
     Agent.Builtin.MAKER: {
@@ -23,6 +28,9 @@ BUILTINS = {
         "instructions": "You are Agent Father, the maker. You create and change agents and groups "
         "for your owner with the platform tools.",
         "enabled_tools": MAKER_TOOLS,
+        # Each change the maker makes waits for its owner's approval (the owner may turn that
+        # off per tool on its page).
+        "approval_tools": MAKER_TOOLS,
     },
     Agent.Builtin.CONCIERGE: {
         "handle": "concierge",
@@ -244,7 +252,10 @@ def agent_remove(*, agent: Agent) -> None:
         # The groups app sits above this one: its rows are reached through the relation it
         # adds.
         coordinated = list(
-            agent.coordinated_groups.filter(deleted_at__isnull=True).values_list("name", flat=True)
+            # (its own room, kind "solo", is not a group it coordinates)
+            agent.coordinated_groups.filter(deleted_at__isnull=True)
+            .exclude(kind="solo")
+            .values_list("name", flat=True)
         )
         if coordinated:
             names = ", ".join(coordinated)

@@ -34,6 +34,20 @@ def conversation_create(
     return conversation
 
 
+def agent_conversation_open(*, owner: AbstractBaseUser, agent: Agent) -> Conversation:
+    """The owner's latest open 1:1 conversation with ``agent`` — the one its room shows —
+    made on first use (under the agent's row, so two first visits make one)."""
+    threads = Conversation.objects.filter(
+        owner=owner, agent=agent, status=Conversation.Status.OPEN
+    ).order_by("-id")
+    found = threads.first()
+    if found is not None:
+        return found
+    with transaction.atomic():
+        Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).first()
+        return threads.first() or conversation_create(owner=owner, agent=agent, title=agent.name)
+
+
 def message_payload(message: Message) -> dict[str, Any]:
     """The one JSON shape of a turn, used by the API and by live events alike."""
     agent = message.speaker_agent if message.speaker_agent_id else None

@@ -1,7 +1,9 @@
-"""Routes of the room (messages, requests, stop) and of approvals, under ``api/``."""
+"""Routes of the rooms — a group's and a 1:1 conversation's (messages, requests, stop) — and
+of approvals, under ``api/``."""
 
 from django.urls import path
 
+from . import conversations
 from . import requests as views
 
 urlpatterns = [
@@ -22,6 +24,26 @@ urlpatterns = [
         "groups/<int:group_id>/memory/import",
         views.GroupMemoryImportApi.as_view(),
         name="group-memory-import",
+    ),
+    path(
+        "conversations/<int:conversation_id>/messages",
+        conversations.ConversationMessagesApi.as_view(),
+        name="conversation-messages",
+    ),
+    path(
+        "conversations/<int:conversation_id>/requests/<int:request_id>",
+        conversations.ConversationRequestDetailApi.as_view(),
+        name="conversation-request",
+    ),
+    path(
+        "conversations/<int:conversation_id>/requests/<int:request_id>/cancel",
+        conversations.ConversationRequestCancelApi.as_view(),
+        name="conversation-request-cancel",
+    ),
+    path(
+        "conversations/<int:conversation_id>/stop",
+        conversations.ConversationStopApi.as_view(),
+        name="conversation-stop",
     ),
     path("approvals", views.ApprovalListApi.as_view(), name="approvals"),
     path(

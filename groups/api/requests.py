@@ -27,7 +27,7 @@ from groups.services.approvals import approval_decide
 from groups.services.memory import memory_import_private_note
 from groups.services.requests import request_cancel, request_create, request_stop_active
 
-_REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
+REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
 
 def _group(request: Request, group_id: int) -> Group:
@@ -37,7 +37,7 @@ def _group(request: Request, group_id: int) -> Group:
     return group
 
 
-def _int_param(request: Request, name: str) -> int | None:
+def int_param(request: Request, name: str) -> int | None:
     value = request.query_params.get(name)
     if value in (None, ""):
         return None
@@ -103,6 +103,46 @@ class DecisionOutput(ApprovalOutput):
     repeated = serializers.BooleanField(help_text="The same decision had already been made.")
 
 
+def room_message(request: Request) -> tuple[str, list[Upload]]:
+    """A room's posted message, JSON or a form with files, validated: its text and files."""
+    form = isinstance(request.data, QueryDict)
+    data = (RoomMessageUploadInput if form else RoomMessageInput)(data=request.data)
+    data.is_valid(raise_exception=True)
+    uploads = [Upload(name=f.name, data=f.read()) for f in data.validated_data.get("files", [])]
+    return data.validated_data["text"], uploads
+
+
+def room_page(conversation, *, after: int, group=None) -> dict:
+    """A room's page of its thread: the turns after seq ``after`` and the requests running
+    and waiting — the group's (``group``) or the 1:1 thread's."""
+    where = {"group": group} if group is not None else {"conversation": conversation}
+    messages = (
+        selectors.room_messages(conversation=conversation, after=after) if conversation else []
+    )
+    active = selectors.request_active(**where)
+    queued = selectors.requests_queued(**where)
+    alive = workers_alive() if active or queued else None
+    return {
+        "conversation": conversation.pk if conversation else None,
+        "last_seq": conversation.last_seq if conversation else 0,
+        "messages": [message_payload(m) for m in messages],
+        "active_request": request_payload(active, workers_alive=alive) if active else None,
+        "queued": [request_payload(r, workers_alive=alive) for r in queued],
+        "queued_requests": selectors.requests_queued_count(**where),
+    }
+
+
+def posted(created) -> Response:
+    """``202`` with the request a message made and the owner's turn."""
+    return Response(
+        {
+            "request": request_payload(created, workers_alive=workers_alive()),
+            "message": message_payload(created.message),
+        },
+        status=status.HTTP_202_ACCEPTED,
+    )
+
+
 class GroupMessagesApi(APIView):
     # Posting a message starts model calls: its own, tighter rate.
     throttle_scopes = {"POST": "messages"}
@@ -114,31 +154,20 @@ class GroupMessagesApi(APIView):
             OpenApiParameter("after", int, description="Only turns with a greater seq."),
             OpenApiParameter("conversation", int, description="A closed thread of the group."),
         ],
-        responses={200: RoomOutput, **_REFUSED},
+        responses={200: RoomOutput, **REFUSED},
     )
     def get(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
-        after = max(0, _int_param(request, "after") or 0)
-        wanted = _int_param(request, "conversation")
+        after = max(0, int_param(request, "after") or 0)
+        wanted = int_param(request, "conversation")
         conversation = selectors.room_conversation(group=group, conversation_id=wanted)
         if wanted is not None and conversation is None:
             raise ServiceError("NOT_FOUND", "No such conversation in this group.", status=404)
-        messages = (
-            selectors.room_messages(conversation=conversation, after=after) if conversation else []
-        )
-        active = selectors.request_active(group=group)
-        queued = selectors.requests_queued(group=group)
-        alive = workers_alive() if active or queued else None
         return Response(
             {
                 "group": group.pk,
-                "conversation": conversation.pk if conversation else None,
                 "carried_summary": conversation.carried_summary if conversation else "",
-                "last_seq": conversation.last_seq if conversation else 0,
-                "messages": [message_payload(m) for m in messages],
-                "active_request": request_payload(active, workers_alive=alive) if active else None,
-                "queued": [request_payload(r, workers_alive=alive) for r in queued],
-                "queued_requests": selectors.requests_queued_count(group=group),
+                **room_page(conversation, after=after, group=group),
             }
         )
 
@@ -147,26 +176,16 @@ class GroupMessagesApi(APIView):
             "application/json": RoomMessageInput,
             "multipart/form-data": RoomMessageUploadInput,
         },
-        responses={202: RequestPostedOutput, 429: ErrorOutput, **_REFUSED},
+        responses={202: RequestPostedOutput, 429: ErrorOutput, **REFUSED},
     )
     def post(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
-        form = isinstance(request.data, QueryDict)
-        data = (RoomMessageUploadInput if form else RoomMessageInput)(data=request.data)
-        data.is_valid(raise_exception=True)
-        uploads = [Upload(name=f.name, data=f.read()) for f in data.validated_data.get("files", [])]
-        created = request_create(group=group, text=data.validated_data["text"], attachments=uploads)
-        return Response(
-            {
-                "request": request_payload(created, workers_alive=workers_alive()),
-                "message": message_payload(created.message),
-            },
-            status=status.HTTP_202_ACCEPTED,
-        )
+        text, uploads = room_message(request)
+        return posted(request_create(group=group, text=text, attachments=uploads))
 
 
 class GroupRequestDetailApi(APIView):
-    @extend_schema(responses={200: RequestOutput, **_REFUSED})
+    @extend_schema(responses={200: RequestOutput, **REFUSED})
     def get(self, request: Request, group_id: int, request_id: int) -> Response:
         found = selectors.request_get(group=_group(request, group_id), request_id=request_id)
         if found is None:
@@ -175,7 +194,7 @@ class GroupRequestDetailApi(APIView):
 
 
 class GroupRequestCancelApi(APIView):
-    @extend_schema(request=None, responses={200: RequestOutput, 409: ErrorOutput, **_REFUSED})
+    @extend_schema(request=None, responses={200: RequestOutput, 409: ErrorOutput, **REFUSED})
     def post(self, request: Request, group_id: int, request_id: int) -> Response:
         """Cancel a request that has not started (a started one is stopped with Stop)."""
         cancelled = request_cancel(group=_group(request, group_id), request_id=request_id)
@@ -183,7 +202,7 @@ class GroupRequestCancelApi(APIView):
 
 
 class GroupStopApi(APIView):
-    @extend_schema(request=None, responses={200: StoppedOutput, **_REFUSED})
+    @extend_schema(request=None, responses={200: StoppedOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
         stopped = request_stop_active(group=group, reason="Stopped by the owner.")
@@ -201,7 +220,7 @@ class ApprovalListApi(APIView):
                 "room shows each card where its call was made).",
             ),
         ],
-        responses={200: ApprovalListOutput, **_REFUSED},
+        responses={200: ApprovalListOutput, **REFUSED},
     )
     def get(self, request: Request) -> Response:
         state = request.query_params.get("state") or None
@@ -212,7 +231,7 @@ class ApprovalListApi(APIView):
                 field="state",
             )
         approvals = selectors.approval_list(
-            owner=request.user, status=state, conversation_id=_int_param(request, "conversation")
+            owner=request.user, status=state, conversation_id=int_param(request, "conversation")
         )
         return Response({"approvals": [approval_payload(a) for a in approvals]})
 
@@ -233,7 +252,7 @@ class DecisionInput(serializers.Serializer):
 
 class ApprovalDecideApi(APIView):
     @extend_schema(
-        request=DecisionInput, responses={200: DecisionOutput, 409: ErrorOutput, **_REFUSED}
+        request=DecisionInput, responses={200: DecisionOutput, 409: ErrorOutput, **REFUSED}
     )
     def post(self, request: Request, approval_id: int) -> Response:
         data = DecisionInput(data=request.data)
@@ -268,7 +287,7 @@ class GroupMemoryOutput(serializers.Serializer):
 
 
 class GroupMemoryApi(APIView):
-    @extend_schema(responses={200: GroupMemoryOutput, **_REFUSED})
+    @extend_schema(responses={200: GroupMemoryOutput, **REFUSED})
     def get(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
         notes = selectors.group_memory(group=group)
@@ -278,7 +297,7 @@ class GroupMemoryApi(APIView):
 
 
 class GroupMemoryImportApi(APIView):
-    @extend_schema(request=MemoryImportInput, responses={201: NoteOutput, **_REFUSED})
+    @extend_schema(request=MemoryImportInput, responses={201: NoteOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
         data = MemoryImportInput(data=request.data)

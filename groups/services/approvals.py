@@ -21,13 +21,14 @@ from garden.errors import ServiceError
 from garden.models import Approval, Message
 from garden.retry import retry_on_lock_conflict
 from garden.services.conversations import message_append, text_block
-from garden.tools import ToolContext, ToolOutcome, describe_action, run_tool
+from garden.tools import ToolOutcome, describe_action, run_tool
 from groups import row_locks, scheduling
 from groups.faults import fault_point
 from groups.models import GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.services.requests import request_sweep
 from groups.signals import approvals_changed_on_commit
+from groups.tools import tool_context
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
 SURFACES = ("dashboard", "telegram", "api", "admin")
@@ -146,13 +147,10 @@ def approval_execute(*, approval_id: int) -> str:
 
 def _run(approval: Approval) -> ToolOutcome:
     request = approval.request
-    ctx = ToolContext(
-        owner_id=approval.owner_id,
-        agent_id=approval.agent_id,
-        conversation_id=approval.conversation_id,
-        group_id=request.group_id if request else None,
-        request_id=approval.request_id,
-    )
+    if request is None:
+        # Its history was cleared: decided and detached, never run (approval_execute).
+        return ToolOutcome("NOT_RUN: the request is gone.", is_error=True, code="NOT_RUN")
+    ctx = tool_context(request=request, group=request.group, agent_id=approval.agent_id)
     return run_tool(ctx, approval.action.get("name", ""), approval.action.get("arguments", {}))
 
 

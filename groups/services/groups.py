@@ -114,7 +114,9 @@ def group_create_starter(*, owner: AbstractBaseUser) -> Group:
     accounts count against the owner's quotas as any others do."""
     with transaction.atomic():
         owner_lock(owner.pk)  # two clicks at once make one team
-        if Group.objects.filter(owner=owner, deleted_at__isnull=True).exists():
+        if Group.objects.filter(
+            owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True
+        ).exists():
             raise ServiceError(
                 "ROSTER_NOT_EMPTY",
                 "The starter team is for a first run: you have a group already.",
@@ -168,7 +170,9 @@ def group_create(
         quota_hold(
             owner_id=owner.pk,
             limit=limit,
-            count=Group.objects.filter(owner=owner, deleted_at__isnull=True).count,
+            count=Group.objects.filter(
+                owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True
+            ).count,
             refusal=lambda: QuotaExceeded(
                 "GROUP_LIMIT",
                 f"You have {limit} groups, the limit on this site; delete one to make another.",

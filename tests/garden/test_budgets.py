@@ -8,17 +8,15 @@ from __future__ import annotations
 import pytest
 
 from garden.budgets import budget_check, budget_usage
-from garden.models import Agent, Conversation, Message, TokenBudget
+from garden.models import Agent, Message, TokenBudget
 from garden.services.accounts import model_account_create
-from garden.services.chat import ReplyLater, chat_reply
-from garden.services.conversations import message_append, text_block
 from groups.models import GroupRequest
 from groups.payloads import request_payload
 from groups.services.requests import request_create, request_start_next
 from groups.step import advance_request
 from tests.garden.providers.httpserver import Respond, ScriptedServer
 from tests.groups.conftest import make_group
-from tests.groups.helpers import openai_reply
+from tests.groups.helpers import answer_of, answered_by, one_to_one, openai_reply, step_until
 
 
 @pytest.fixture(autouse=True)
@@ -130,35 +128,29 @@ def test_past_the_minutes_budget_a_step_waits_and_goes_on_in_the_next_minute(
     assert len(operator_api.requests) == 2
 
 
-def one_to_one(owner, account) -> Message:
-    agent = Agent.objects.get(owner=owner, handle="concierge")
-    agent.model_account = account
-    agent.save(update_fields=["model_account"])
-    conversation = Conversation.objects.create(owner=owner, agent=agent)
-    return message_append(
-        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
-    )
-
-
-def test_a_one_to_one_reply_waits_for_the_minute_and_is_refused_for_the_day(
+def test_a_one_to_one_request_waits_for_the_minute_and_ends_for_the_day(
     owner, shared, operator_api, settings
 ):
     from garden.services.agents import agent_builtins_ensure
 
     agent_builtins_ensure(owner=owner)
-    assert chat_reply(message_id=one_to_one(owner, shared).pk).text == "Answered."
+    assert answered_by(owner, shared).text == "Answered."
+    agent = Agent.objects.get(owner=owner, handle="concierge")
 
     settings.GARDEN_TOKEN_BUDGET_PER_MINUTE = 110
-    waiting = one_to_one(owner, shared)
-    with pytest.raises(ReplyLater) as later:
-        chat_reply(message_id=waiting.pk, attempt=2)
-    assert later.value.countdown == 50 and later.value.attempt == 2
-    assert not Message.objects.filter(in_reply_to=waiting).exists()
+    waiting = one_to_one(owner, agent)
+    step_until(waiting, "running")
+    assert advance_request(request_id=waiting.pk, fence=waiting.fence) == "waiting_for_token_budget"
+    waiting.refresh_from_db()
+    assert (waiting.state, waiting.waiting_for) == ("running", "token_budget")
+    assert not Message.objects.filter(request=waiting, speaker_kind="agent").exists()
 
     settings.GARDEN_TOKEN_BUDGET_PER_DAY = 110
-    reply = chat_reply(message_id=waiting.pk)
-    assert (reply.speaker_kind, reply.kind) == ("garden", "notice")
-    assert "TOKEN_BUDGET_SPENT" in reply.text and "midnight UTC" in reply.text
+    step_until(waiting)
+    assert (waiting.state, waiting.outcome_code) == ("failed", "TOKEN_BUDGET_SPENT")
+    notice = answer_of(waiting)
+    assert (notice.speaker_kind, notice.kind) == ("garden", "notice")
+    assert "midnight UTC" in notice.text
     assert len(operator_api.requests) == 1
 
 

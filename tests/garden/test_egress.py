@@ -19,12 +19,12 @@ import pytest
 
 from garden import egress
 from garden.errors import ServiceError
-from garden.models import Agent, Conversation, Message, ModelAccount
+from garden.models import ModelAccount
 from garden.services.accounts import model_account_create
-from garden.services.chat import chat_reply
 from garden.tools import ToolContext
 from garden.tools.web import http_fetch
 from tests.garden.providers.httpserver import Drip, Respond, ScriptedServer
+from tests.groups.helpers import answered_by
 
 CTX = ToolContext(owner_id=1, agent_id=1, conversation_id=1)
 
@@ -373,18 +373,6 @@ def test_api_names_the_refused_base_url(api):
     assert response.json()["code"] == "EGRESS_REFUSED"
 
 
-def _one_to_one(owner, account) -> Message:
-    agent = Agent.objects.get(owner=owner, handle="concierge")
-    agent.model_account = account
-    agent.save(update_fields=["model_account"])
-    conversation = Conversation.objects.create(owner=owner, agent=agent)
-    from garden.services.conversations import message_append, text_block
-
-    return message_append(
-        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
-    )
-
-
 @pytest.mark.django_db
 def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
     owner, connects, server
@@ -398,7 +386,7 @@ def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
         base_url=f"{server.url}/v1",
         timeout_seconds=5,
     )
-    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    reply = answered_by(owner, account)
     assert reply.kind == "notice" and "EGRESS_REFUSED" in reply.text
     assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
 
@@ -425,7 +413,7 @@ def test_the_provider_allowlist_admits_a_local_model_server_but_not_tools(owner,
         base_url=f"{server.url}/v1",
         timeout_seconds=5,
     )
-    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    reply = answered_by(owner, account)
     assert reply.kind == "turn" and reply.text == "Hi from Ollama"
     assert http_fetch(CTX, {"url": f"{server.url}/"}).code == "EGRESS_REFUSED"
     assert len(server.requests) == 1
@@ -444,7 +432,7 @@ def test_a_provider_that_never_finishes_is_cut_at_the_accounts_timeout(owner, se
         base_url=f"{server.url}/v1",
         timeout_seconds=1,
     )
-    reply = chat_reply(message_id=_one_to_one(owner, account).pk)
+    reply = answered_by(owner, account)
     assert reply.kind == "notice" and "PROVIDER_TIMEOUT" in reply.text
 
 

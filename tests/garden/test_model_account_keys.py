@@ -14,14 +14,13 @@ from django.db import connection
 
 from garden.credentials import api_key_decrypt
 from garden.errors import ServiceError
-from garden.models import Agent, Conversation, Message, ModelAccount
+from garden.models import Message, ModelAccount
 from garden.providers import ConfirmedRejection, get_provider
 from garden.providers.types import ChatMessage, ChatRequest, TextBlock
 from garden.selectors import account_config, account_key_status
 from garden.services.accounts import model_account_create
-from garden.services.chat import chat_reply
-from garden.services.conversations import message_append, text_block
 from tests.garden.providers.httpserver import Respond, ScriptedServer
+from tests.groups.helpers import answered_by
 
 pytestmark = pytest.mark.django_db
 
@@ -62,15 +61,8 @@ def credential(settings, monkeypatch, operator_api):
 
 
 def ask(owner, account) -> Message:
-    """One 1:1 turn answered by ``account``, the way the worker answers it."""
-    agent = Agent.objects.get(owner=owner, handle="concierge")
-    agent.model_account = account
-    agent.save(update_fields=["model_account"])
-    conversation = Conversation.objects.create(owner=owner, agent=agent)
-    turn = message_append(
-        conversation_id=conversation.pk, speaker_kind="owner", content=[text_block("hello")]
-    )
-    return chat_reply(message_id=turn.pk)
+    """One 1:1 message answered by ``account``, stepped as the worker steps it."""
+    return answered_by(owner, account)
 
 
 def all_seen(*servers) -> str:

@@ -181,3 +181,86 @@ def next_events(layer: Any, channel: str, timeout: float = 10.0) -> list[dict[st
 
     event = async_to_sync(receive)()["event"]
     return event["events"] if event["type"] == "batch" else [event]
+
+
+def step_until(request, *states: str, limit: int = 30) -> None:
+    """Deliver ``request``'s steps in this thread, as a worker would (starting it if it is
+    queued), until it is in one of ``states`` (by default, until it has ended)."""
+    from groups.models import GroupRequest
+    from groups.services.requests import request_start_next
+    from groups.step import advance_request
+
+    wanted = states or tuple(GroupRequest.FINISHED_STATES)
+    for _ in range(limit):
+        request.refresh_from_db()
+        if request.state in wanted:
+            return
+        if request.state == GroupRequest.State.QUEUED:
+            request_start_next(group_id=request.group_id)
+        else:
+            advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
+    raise AssertionError(f"request never reached {wanted}: {request.state} {request.outcome}")
+
+
+def one_to_one(owner, agent: Agent, text: str = "hello"):
+    """``text`` sent to ``agent`` in a new 1:1 conversation: its request (not started)."""
+    from garden.models import Conversation
+    from groups.services.requests import conversation_request_create
+
+    conversation = Conversation.objects.create(owner=owner, agent=agent)
+    return conversation_request_create(owner=owner, conversation=conversation, text=text)
+
+
+def answer_of(request):
+    """The last turn of ``request`` that is not an activity line: the agent's answer, or the
+    notice saying why it did not come."""
+    from garden.models import Message
+
+    return (
+        Message.objects.filter(request=request)
+        .exclude(kind=Message.Kind.ACTIVITY)
+        .order_by("-seq")
+        .first()
+    )
+
+
+def answered(owner, agent: Agent, text: str = "hello"):
+    """``text`` sent to ``agent`` 1:1 and stepped in this thread to its end: the answer."""
+    request = one_to_one(owner, agent, text)
+    step_until(request)
+    return answer_of(request)
+
+
+def answered_by(owner, account, text: str = "hello"):
+    """``text`` sent 1:1 to the owner's Concierge answering from ``account``: the answer."""
+    agent = Agent.objects.get(owner=owner, handle="concierge")
+    agent.model_account = account
+    agent.save(update_fields=["model_account"])
+    return answered(owner, agent, text)
+
+
+WRITE = {"name": "file.write", "arguments": {"title": "Plan", "content": "Save 800."}}
+
+
+def writer(owner, handle: str = "ledger") -> Agent:
+    """An agent on an offline script that, asked for a plan, writes one (``file.write``, which
+    waits for its owner's approval) and then says "Written." (or "Not written." when refused)."""
+    from garden.services.agents import agent_create
+    from tests.groups.conftest import scripted
+
+    return agent_create(
+        owner=owner,
+        handle=handle,
+        name=handle.title(),
+        model_account=scripted(
+            owner,
+            handle,
+            [
+                {"after_tool_error": True, "reply": "Not written."},
+                {"after_tool_result": True, "reply": "Written."},
+                {"when": "plan", "reply": {"text": "Writing it.", "tool_calls": [WRITE]}},
+            ],
+        ),
+        enabled_tools=["file.write"],
+        approval_tools=["file.write"],
+    )

@@ -74,3 +74,17 @@ def test_a_worker_killed_around_an_approved_action_runs_it_at_most_once(harness)
     assert result.faults == 2, "a worker was not killed around its approved action"
     assert result.violations == []
     assert result.outcomes == {"completed:SYNTHESIZED": 2}
+
+
+def test_messages_to_one_agent_survive_a_kill_mid_step_and_around_an_approved_action(harness):
+    """The same harness on 1:1 requests (an agent's tool call, then its answer): a worker
+    killed during a step, and around an approved action, loses and duplicates nothing."""
+    harness.one_to_one = True
+    killed = scenario_kill(
+        harness, "after_write", 1, rng=random.Random(3), bound=40, probability=1.0
+    )
+    assert killed.faults == 1 and killed.violations == []
+    assert killed.outcomes == {"completed:CONCLUDED": 1}
+    approved = scenario_approvals(harness, 2, rng=random.Random(7), bound=40)
+    assert approved.faults == 2 and approved.violations == []
+    assert approved.outcomes == {"completed:CONCLUDED": 2}

@@ -8,6 +8,7 @@ from garden.models import Agent, Approval, Artifact, Message
 from groups.models import CallReservation, GroupRequest
 from groups.services.requests import request_create
 from groups.tasks import advance_request, start_next_request
+from tests.groups.helpers import step_until
 
 pytestmark = pytest.mark.django_db
 
@@ -126,16 +127,6 @@ def writing_group(group_factory, owner):
         enabled_tools=["file.write"], approval_tools=["file.write"]
     )
     return group
-
-
-def step_until(request, state: str, limit: int = 10) -> None:
-    """Deliver the request's steps in this thread, as the worker would, until ``state``."""
-    for _ in range(limit):
-        request.refresh_from_db()
-        if request.state == state:
-            return
-        advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
-    raise AssertionError(f"request never reached {state}: {request.state}")
 
 
 @pytest.mark.parametrize("reached", ["running", "awaiting_approval"])

@@ -185,7 +185,7 @@ def test_an_agent_mission_posts_on_the_owners_behalf_and_its_note_lands_in_the_o
 
     run_mission.delay(mission_id=mission.pk)
     [first] = wait_for(ended(mission), timeout=30)
-    assert (first.state, first.outcome_code) == ("concluded", "REPLIED")
+    assert (first.state, first.outcome_code) == ("concluded", "CONCLUDED")
     mission.refresh_from_db()
     assert first.conversation_id == mission.conversation_id
     said = [
@@ -224,11 +224,11 @@ def test_an_agent_mission_whose_reply_did_not_come_ends_honestly(
     mission = make_mission(owner, writer)
     run_mission.delay(mission_id=mission.pk)
     [mission_run] = wait_for(ended(mission), timeout=30)
-    assert (mission_run.state, mission_run.outcome_code) == ("failed", "REPLY_FAILED")
+    assert (mission_run.state, mission_run.outcome_code) == ("failed", "PROVIDER_TIMEOUT")
     assert Run.objects.get(pk=mission_run.run_id).status == "failed"
     assert Goal.objects.get(pk=mission_run.goal_id).status == "failed"
     [note] = notes(runtime)
-    assert "Mission “Weekly review” ended without a conclusion (REPLY_FAILED)." in note
+    assert "Mission “Weekly review” ended without a conclusion (PROVIDER_TIMEOUT)." in note
 
 
 def test_deleting_the_group_stops_the_missions_request_disables_it_and_says_so(

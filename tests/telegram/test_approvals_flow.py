@@ -209,3 +209,25 @@ def test_a_pending_approval_follows_the_owner_to_a_newly_linked_chat(bot_api, li
         ).first()
     )
     assert row is not None
+
+
+def test_a_one_to_one_approval_decided_on_telegram_runs_once(celery_worker_thread, bot_api, linked):
+    """An agent's tool call in its owner's 1:1 conversation waits on Telegram like a group's:
+    approved by a press, it runs once, however often the press comes."""
+    from tests.groups.helpers import answer_of, one_to_one, writer
+
+    owner = linked
+    request = one_to_one(owner, writer(owner), "Write the plan.")
+    approval, sent, row = sent_approval(bot_api, request)
+    # An agent's own room adds no "(in …)": the label names the agent.
+    assert sent.params["text"].startswith("Ledger wants to write Plan\n"), sent.params["text"]
+    web = Client()
+    press = press_update(f"ap:{approval.pk}:a", message_id=row.message_id)
+    assert post_update(web, press).status_code == 200
+    wait_for(lambda: state_of(request) == "completed", timeout=30)
+    assert post_update(web, press).status_code == 200
+    approval.refresh_from_db()
+    assert (approval.status, approval.surface) == ("approved", "telegram")
+    assert answer_of(request).text == "Written."
+    time.sleep(0.5)
+    assert Artifact.objects.filter(title="Plan").count() == 1

@@ -9,6 +9,23 @@
 
   const composer = $("composer");
   const textarea = $("composer-text");
+  const toast = $("toast");
+
+  // An agent's room has no group to manage: its header links to the agent's settings.
+  if (shared.data.solo) {
+    Object.assign(shared, {
+      onGroupChange() {},
+      gone() {
+        if (room.deleted) return;
+        room.deleted = true;
+        composer.querySelectorAll("textarea, button").forEach((control) => { control.disabled = true; });
+        toast.replaceChildren(make("span", { text: "This conversation is no longer available. " }),
+          make("a", { href: urls.roster, text: "Back to the roster" }));
+        toast.hidden = false;
+      },
+    });
+    return;
+  }
 
   // --- the group: header, ⋯ menu, members, rename, clear, delete --------------------------
 
@@ -150,7 +167,6 @@
   });
   onSubmit("delete-form", () => api("DELETE", urls.api), offerUndo);
 
-  const toast = $("toast");
   let undoTimer = null;
   function setDeleted(deleted) {
     room.deleted = deleted;

@@ -10,15 +10,15 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from garden.models import Agent, Conversation, Message
+from garden.models import Agent, Approval, Conversation
 from garden.services.accounts import model_account_create
 from garden.services.agents import agent_builtins_ensure, agent_create
-from garden.services.chat import conversation_post_owner_message
 from garden.services.conversations import conversation_create
 from garden.worker import running_worker
-from groups.demo import LEDGER_SCRIPT, household_finances
+from groups.demo import LEDGER_SCRIPT, household_finances, maker_script, trip_group
 from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
-from groups.services.requests import request_create
+from groups.services.approvals import approval_decide
+from groups.services.requests import conversation_request_create, request_create
 
 
 def print_transcript(stdout, conversation: Conversation, request=None) -> None:
@@ -45,6 +45,10 @@ def _describe(block: dict) -> str:
     return str(block.get("type"))
 
 
+def _state(request: GroupRequest) -> str:
+    return GroupRequest.objects.filter(pk=request.pk).values_list("state", flat=True).first()
+
+
 def wait_until(predicate, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -55,8 +59,9 @@ def wait_until(predicate, timeout: float) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Seed demo agents with scripted models, run a 1:1 turn and the Household finances "
-        "group through a real worker, and print the transcripts with speakers."
+        "Seed demo agents with scripted models; through a real worker, run a 1:1 exchange in "
+        "which Ledger uses a tool, one in which Agent Father renames a group after approval, "
+        "and the Household finances group; print the transcripts with speakers."
     )
 
     def add_arguments(self, parser):
@@ -72,7 +77,7 @@ class Command(BaseCommand):
             # The demo's owner runs the script; nobody signs in as it.
             owner.set_unusable_password()
             owner.save(update_fields=["password"])
-        agent_builtins_ensure(owner=owner)
+        builtins = agent_builtins_ensure(owner=owner)
         ledger = Agent.objects.filter(owner=owner, handle="ledger").first()
         if ledger is None:
             account = model_account_create(
@@ -89,32 +94,56 @@ class Command(BaseCommand):
                 model_account=account,
                 colour="#c0392b",
                 instructions="You keep the household ledger.",
+                enabled_tools=["memory.remember"],
             )
-        conversation = conversation_create(owner=owner, agent=ledger, title="Demo: 1:1 with Ledger")
-        message = conversation_post_owner_message(
-            owner=owner,
-            conversation=conversation,
-            text="How did this month's spending look?",
-        )
+        elif "memory.remember" not in ledger.enabled_tools:
+            ledger.enabled_tools = [*ledger.enabled_tools, "memory.remember"]
+            ledger.save(update_fields=["enabled_tools"])
+        ledger_chat = conversation_create(owner=owner, agent=ledger, title="Demo: 1:1 with Ledger")
         group = household_finances(owner)
+        # A group for Agent Father to rename (back and forth, run after run), on its own script.
+        trip = trip_group(owner)
+        renamed = "Summer trip" if trip.name != "Summer trip" else "Trip planning"
+        father = builtins[Agent.Builtin.MAKER]
+        father.model_account = model_account_create(
+            owner=owner,
+            name="Agent Father's demo script",
+            provider="scripted",
+            model="scripted",
+            options=maker_script(group_id=trip.pk, name=renamed),
+        )
+        father.save(update_fields=["model_account"])
+        father_chat = conversation_create(
+            owner=owner, agent=father, title="Demo: asking Agent Father"
+        )
         texts = [
             "Review this month's spending and help me decide how much I can save.",
             "@ledger, exclude that reimbursement",
         ]
+        timeout = options["timeout"]
         with running_worker(log_path=settings.VAR_DIR / "demo-worker.log"):
-            wait_until(
-                lambda: Message.objects.filter(in_reply_to=message).exists(), options["timeout"]
+            ledger_request = conversation_request_create(
+                owner=owner,
+                conversation=ledger_chat,
+                text="Please remember that our rent is 1,400 a month.",
             )
-            requests = []
-            for text in texts:
-                requests.append(request_create(group=group, text=text))
-            for request in requests:
-                wait_until(
-                    lambda r=request: GroupRequest.objects.get(pk=r.pk).is_finished,
-                    options["timeout"],
-                )
-        self.stdout.write(self.style.MIGRATE_HEADING(f"1:1 conversation: {conversation.title}"))
-        print_transcript(self.stdout, conversation)
+            father_request = conversation_request_create(
+                owner=owner,
+                conversation=father_chat,
+                text=f"Please rename the group {trip.name!r} to {renamed!r}.",
+            )
+            wait_until(lambda: _state(father_request) == "awaiting_approval", timeout)
+            approval = Approval.objects.get(request=father_request, status="pending")
+            approval_decide(user=owner, approval_id=approval.pk, decision="approve")
+            requests = [request_create(group=group, text=text) for text in texts]
+            for request in [ledger_request, father_request, *requests]:
+                wait_until(lambda r=request: GroupRequest.objects.get(pk=r.pk).is_finished, timeout)
+        for conversation in (ledger_chat, father_chat):
+            self.stdout.write(self.style.MIGRATE_HEADING(f"1:1 conversation: {conversation.title}"))
+            print_transcript(self.stdout, conversation)
+            self.stdout.write("")
+        trip.refresh_from_db()
+        self.stdout.write(f"-- the group is now called {trip.name!r}")
         self.stdout.write("")
         self.stdout.write(
             self.style.MIGRATE_HEADING(
