@@ -13,14 +13,14 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextlib import AbstractContextManager
 from typing import Any
 
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+from garden import effects
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def send_event_on_commit(*, channel: str, event: dict[str, Any]) -> None:
 
 def send_event_without_waiting_for_commit(*, channel: str, event: dict[str, Any]) -> None:
     """Push ``event`` to ``channel`` at once, waiting neither for a commit nor for the end of
-    a ``batched_events`` block: for what is committed already (a step's reservation) or is
+    a ``deferred`` block: for what is committed already (a step's reservation) or is
     never stored (the draft of a reply being generated). Best effort: a failure is logged,
     never raised, so the step that sends it goes on."""
     try:
@@ -122,36 +122,23 @@ async def _send(channel: str, payload: dict[str, Any]) -> None:
 _pusher = _Pusher()
 
 
-_OUTBOX: ContextVar[list[tuple[str, dict[str, Any]]] | None] = ContextVar("outbox", default=None)
-
-
 def _push_without_waiting_for_commit(channel: str, payload: dict[str, Any]) -> None:
-    outbox = _OUTBOX.get()
-    if outbox is None:
+    collecting = effects.current()
+    if collecting is None:
         _pusher.push(channel, payload)
     else:
-        outbox.append((channel, payload))
+        collecting.events.append((channel, payload))
 
 
-@contextmanager
-def batched_events() -> Iterator[None]:
-    """Collect the events committed inside the block and push them when it ends, one
-    ``{"type": "batch", "events": [...]}`` per channel: one channel-layer send per step
-    instead of one per turn. Events rolled back never reach the outbox."""
-    outbox: list[tuple[str, dict[str, Any]]] = []
-    token = _OUTBOX.set(outbox)
-    try:
-        yield
-    finally:
-        _OUTBOX.reset(token)
-        by_channel: dict[str, list[dict[str, Any]]] = {}
-        for channel, payload in outbox:
-            by_channel.setdefault(channel, []).append(payload)
-        for channel, payloads in by_channel.items():
-            _pusher.push(
-                channel,
-                payloads[0] if len(payloads) == 1 else {"type": "batch", "events": payloads},
-            )
+def deferred() -> AbstractContextManager[effects.Effects]:
+    """A block whose committed events (and after-commit sends) wait for its end: pushed then,
+    batched per channel (``garden.effects``)."""
+    return effects.deferred(_pusher.push)
+
+
+def push_deferred(collected: effects.Effects) -> None:
+    """Push what ``collected`` holds of events now, before the block ends (its sends wait)."""
+    collected.push_events(_pusher.push)
 
 
 def wait_until_sent(timeout: float = 5.0) -> None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db import connection
 
 from garden import events
 from garden.errors import is_row_id
-from garden.models import Agent, Conversation, Message
+from garden.models import Agent, Conversation
 from garden.providers import (
     ArtifactRef,
     Block,
@@ -46,9 +46,6 @@ class Room:
     # The thread's last seq as the claim saw it (PostgreSQL), so the transcript knows whether
     # it holds every turn already.
     thread_last_seq: int | None = None
-    # Turns appended inside the current ``fencing.fenced`` block, written together (one seq UPDATE,
-    # one INSERT) before the block commits or anything else is written after them.
-    outbox: list[Message] = field(default_factory=list)
 
     @property
     def coordinator(self) -> Agent:

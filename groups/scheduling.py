@@ -1,16 +1,16 @@
 """Sending the group loop's tasks: by name, after commit, and — inside a step — only once the
-group's lock is released. Services and the step enqueue through here; ``groups.tasks``
+group's lock is released (the step's ``garden.effects`` collector delivers them then). Services and the step enqueue through here; ``groups.tasks``
 defines the tasks under the same names, so nothing below the tasks imports them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import Any
 
 from celery import signature
 from django.db import transaction
+
+from garden import effects
 
 ADVANCE_REQUEST = "groups.advance_request"
 START_NEXT_REQUEST = "groups.start_next_request"
@@ -21,8 +21,6 @@ PURGE_DELETED_GROUPS = "groups.purge_deleted_groups"
 # The name 1:1 replies were sent under before they ran on the group loop: a message still on
 # the broker from then is answered as a request (groups.tasks.legacy_chat_reply).
 LEGACY_CHAT_REPLY = "garden.chat_reply"
-
-_AFTER_LOCK: ContextVar[list[Callable[[], None]] | None] = ContextVar("after_lock", default=None)
 
 
 def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
@@ -37,27 +35,13 @@ def send_after_commit(deliver: Callable[[], None]) -> None:
     lock is released, so the task it sends never finds the lock still held."""
 
     def on_commit() -> None:
-        pending = _AFTER_LOCK.get()
-        if pending is None:
+        collecting = effects.current()
+        if collecting is None:
             deliver()
         else:
-            pending.append(deliver)
+            collecting.sends.append(deliver)
 
     transaction.on_commit(on_commit)
-
-
-@contextmanager
-def sends_held_until_exit() -> Iterator[None]:
-    """Hold every ``send_after_commit`` made inside the block until the block ends (a step
-    wraps its group lock in this); then send them, in order."""
-    held: list[Callable[[], None]] = []
-    token = _AFTER_LOCK.set(held)
-    try:
-        yield
-    finally:
-        _AFTER_LOCK.reset(token)
-        for deliver in held:
-            deliver()
 
 
 def enqueue_step(

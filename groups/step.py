@@ -36,9 +36,10 @@ from groups.asks import ask, begin_synthesis, member_finished, request_help, ski
 from groups.bounding import RoomTooLarge
 from groups.drafts import Draft
 from groups.faults import fault_point
-from groups.fencing import StaleStep, append, complete_step, fenced, finish
+from groups.fencing import StaleStep, StepWriter, fenced
 from groups.locks import group_lock
 from groups.models import WORKING_CALLS, CallReservation, Group, GroupRequest
+from groups.outcomes import StepOutcome
 from groups.payloads import request_event
 from groups.room import Room, dispatch, load_room, room_projection
 from groups.routing import Contribution
@@ -62,7 +63,7 @@ def advance_request(
     group_id: int | None = None,
     waits: int = 0,
     tools: bool = False,
-) -> str:
+) -> StepOutcome:
     """Run one step of ``request_id`` expected at ``fence``. Returns what happened, for logs.
 
     ``group_id`` (the request's group, which never changes) saves a lookup; steps enqueued
@@ -77,15 +78,16 @@ def advance_request(
             GroupRequest.objects.filter(pk=request_id).values_list("group_id", flat=True).first()
         )
         if group_id is None:
-            return "missing"
+            return StepOutcome.MISSING
     owner_id = _owner_of(group_id)
     if owner_id is None:
-        return "missing"
+        return StepOutcome.MISSING
     # The next step is sent only once this one's lock is released, so it never finds the lock
-    # still held. A crash between the two is what the sweeper recovers, by fence.
-    with scheduling.sends_held_until_exit():
+    # still held (the step's effects collector delivers it then, after the step's events). A
+    # crash between the two is what the sweeper recovers, by fence.
+    with events.deferred() as effects:
         try:
-            with events.batched_events(), group_lock(group_id):
+            with group_lock(group_id):
                 try:
                     if tools:
                         return resume_tools(
@@ -99,13 +101,14 @@ def advance_request(
                     with slot:
                         room = _claim_room(request_id, fence, group_id)
                         if room is None:
-                            return "stale"
+                            return StepOutcome.STALE
                         return _step(
                             room, slot=slot, attempt=attempt, first_at=first_at or time.time()
                         )
                 except StaleStep:
-                    return "stale"
+                    return StepOutcome.STALE
         finally:
+            events.push_deferred(effects)
             fault_point("after_write")
 
 
@@ -194,7 +197,7 @@ def _continue_if_lost(request_id: int, fence: int, group_id: int) -> None:
         scheduling.enqueue_step(request_id, fence + 1, group_id=group_id)
 
 
-def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
+def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepOutcome:
     request = room.request
     queue = [Contribution.from_json(c) for c in request.queue]
     if request.state == GroupRequest.State.SYNTHESIZING:
@@ -208,16 +211,15 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
         speaker, purpose = room.coordinator, CallReservation.Purpose.WORKING
     if room.group.is_solo and not speaker.can_run:
         # Its model account was taken away, or the agent removed, after the message came.
-        with fenced(room):
-            finish(
-                room,
+        with fenced(room) as w:
+            w.finish(
                 state=GroupRequest.State.FAILED,
                 outcome_code="AGENT_CANNOT_RUN",
                 outcome=f"@{speaker.handle} cannot run now.",
                 notice=f"@{speaker.handle} cannot run now: it has no model account or was "
                 "removed. The request ended.",
             )
-        return "agent_cannot_run"
+        return StepOutcome.AGENT_CANNOT_RUN
 
     spent = budget_check(owner_id=room.group.owner_id, account=speaker.model_account)
     if spent is not None:
@@ -227,16 +229,15 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
     synthesis = purpose == CallReservation.Purpose.SYNTHESIS
     projection = room_projection(room, speaker, synthesis=synthesis)
     if isinstance(projection, RoomTooLarge):
-        with fenced(room):
-            finish(
-                room,
+        with fenced(room) as w:
+            w.finish(
                 state=GroupRequest.State.FAILED,
                 outcome_code=projection.code,
                 outcome=f"The room ({projection.needed} chars) cannot fit the cap of {projection.cap}.",
                 notice=f"The room is too large to carry ({projection.needed} characters, cap "
                 f"{projection.cap}); the request ended. {projection.reason}",
             )
-        return "room_too_large"
+        return StepOutcome.ROOM_TOO_LARGE
 
     fault_point("before_reserve")
     failure: ProviderError | None = None
@@ -257,9 +258,9 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> str:
                 return begin_synthesis(
                     room, f"The working budget is spent ({WORKING_CALLS} calls)."
                 )
-            with fenced(room):
-                _end_without_summary(room, "the synthesis call was already used")
-            return "synthesis_spent"
+            with fenced(room) as w:
+                _end_without_summary(w, "the synthesis call was already used")
+            return StepOutcome.SYNTHESIS_SPENT
 
         fault_point("before_dispatch")
         _announce_speaker(room, speaker, reserved_at)
@@ -301,7 +302,7 @@ def _announce_speaker(room: Room, speaker: Agent, since: datetime) -> None:
 
 def _wait_for_call_slot(
     request_id: int, fence: int, group_id: int, *, attempt: int, waits: int
-) -> str:
+) -> StepOutcome:
     """Every model-call slot of the owner is in use: say so on the request (once: one
     conditional write the first time) and come back later, the pause growing with each look
     (``slot_backoff``), claiming, projecting and reserving nothing and holding no worker
@@ -319,7 +320,7 @@ def _wait_for_call_slot(
         or (row["fence"] == fence + 1 and row["completed_fence"] <= fence and not waiting_for_tools)
     ):
         _continue_if_lost(request_id, fence, group_id)
-        return "stale"
+        return StepOutcome.STALE
     if row["waiting_for"] != GroupRequest.WAITING_FOR_CALL_SLOT and steppable.filter(
         fence=row["fence"]
     ).exclude(waiting_for=GroupRequest.WAITING_FOR_CALL_SLOT).update(
@@ -341,7 +342,7 @@ def _wait_for_call_slot(
         waits=waits + 1,
         countdown=slot_backoff(waits),
     )
-    return "waiting"
+    return StepOutcome.WAITING
 
 
 def _budget_spent(
@@ -352,7 +353,7 @@ def _budget_spent(
     *,
     member: bool,
     attempt: int,
-) -> str:
+) -> StepOutcome:
     """The owner's token budget on the speaker's operator credential is spent (garden/budgets.py),
     and no call is made. This minute's: the request says it waits (once) and the step comes
     back when the minute ends. Today's: the request ends honestly, TOKEN_BUDGET_SPENT (a
@@ -360,20 +361,19 @@ def _budget_spent(
     if spent.window == DAY:
         if member:
             return skip_member(room, queue, spent.message.rstrip("."))
-        with fenced(room):
-            finish(
-                room,
+        with fenced(room) as w:
+            w.finish(
                 state=GroupRequest.State.FAILED,
                 outcome_code=spent.code,
                 outcome=spent.message,
                 notice=f"@{speaker.handle} did not run: {spent.message} The request ended.",
             )
-        return "token_budget_spent"
-    with fenced(room):
-        request = room.request
+        return StepOutcome.TOKEN_BUDGET_SPENT
+    with fenced(room) as w:
+        request = w.request
         if request.waiting_for != GroupRequest.WAITING_FOR_TOKEN_BUDGET:
             request.waiting_for = GroupRequest.WAITING_FOR_TOKEN_BUDGET
-            request.save(update_fields=["waiting_for", "updated_at"])
+            w.save("waiting_for")
             events.send_event_on_commit(channel=room.channel, event=request_event(request))
         # A little past the minute's end, spread so an owner's waiting steps do not come
         # back together.
@@ -384,16 +384,16 @@ def _budget_spent(
             attempt=attempt,
             countdown=spent.retry_in + slot_backoff(0),
         )
-    return "waiting_for_token_budget"
+    return StepOutcome.WAITING_FOR_TOKEN_BUDGET
 
 
 def _stop_waiting(room: Room) -> None:
     """The step has its slot: the request no longer waits (one conditional write, only for a
     request that was waiting)."""
-    with fenced(room):
-        room.request.waiting_for = ""
-        room.request.save(update_fields=["waiting_for", "updated_at"])
-        events.send_event_on_commit(channel=room.channel, event=request_event(room.request))
+    with fenced(room) as w:
+        w.request.waiting_for = ""
+        w.save("waiting_for")
+        events.send_event_on_commit(channel=room.channel, event=request_event(w.request))
 
 
 def _record(
@@ -403,7 +403,7 @@ def _record(
     reservation: CallReservation,
     reply: ChatReply,
     queue: list[Contribution],
-) -> str:
+) -> StepOutcome:
     is_coordinator = speaker.pk == room.group.coordinator_id and not (
         queue and queue[0].agent == speaker.pk
     )
@@ -413,56 +413,54 @@ def _record(
         content = [b for b in content if b["type"] == "text"] or [text_block("")]
     head = queue[0] if queue and not is_coordinator else None
 
-    with fenced(room, consume=reservation, usage=reply.usage):
-        content, text = _within_turn_cap(room, speaker, content, reply.text)
+    with fenced(room, consume=reservation, usage=reply.usage) as w:
+        content, text = _within_turn_cap(w, speaker, content, reply.text)
         if not calls:
-            append(
-                room,
+            w.append(
                 speaker=speaker,
                 content=content,
                 reply_to_call_id=(head.call_id or "") if head else "",
             )
             if head is not None:
-                return member_finished(room, speaker, queue, text)
-            finish(
-                room,
+                return member_finished(w, speaker, queue, text)
+            w.finish(
                 state=GroupRequest.State.COMPLETED,
                 outcome_code="SYNTHESIZED"
                 if purpose == CallReservation.Purpose.SYNTHESIS
                 else "CONCLUDED",
                 outcome=text[:2000],
             )
-            return "completed"
-        append(room, speaker=speaker, content=content)
+            return StepOutcome.COMPLETED
+        w.append(speaker=speaker, content=content)
         results: list[dict] = []
         pending: list[ToolCall] = []
         team = not room.group.is_solo
         for call in calls:
             if team and is_coordinator and call.name == "group.ask":
-                results += ask(room, speaker, call, queue)
+                results += ask(w, speaker, call, queue)
             elif team and not is_coordinator and call.name == "group.request_help":
-                results += request_help(room, speaker, call, queue)
+                results += request_help(w, speaker, call, queue)
             else:
                 pending.append(call)
         approval_call = next((c for c in pending if c.name in (speaker.approval_tools or [])), None)
         if approval_call is not None:
-            return suspend_for_approval(room, speaker, approval_call, pending, results, queue)
+            return suspend_for_approval(w, speaker, approval_call, pending, results, queue)
         if results:
-            append(room, speaker=speaker, content=results)
+            w.append(speaker=speaker, content=results)
         if not pending:
-            complete_step(room, queue)
-            return "asked" if is_coordinator else "helped"
+            w.complete(queue)
+            return StepOutcome.ASKED if is_coordinator else "helped"
         # The reply is durable before any tool with side effects runs; the step completes
         # only once the results are recorded, so a crash in between is resumed by fence.
-        room.request.queue = [c.to_json() for c in queue]
-        room.request.save(update_fields=["queue", "updated_at"])
+        w.request.queue = [c.to_json() for c in queue]
+        w.save("queue")
     return run_tools(room, speaker, queue, pending)
 
 
 def _within_turn_cap(
-    room: Room, speaker: Agent, content: list[dict], text: str
+    w: StepWriter, speaker: Agent, content: list[dict], text: str
 ) -> tuple[list[dict], str]:
-    """The turn's content and text within GARDEN_TURN_MAX_CHARS (caller is inside ``fenced``).
+    """The turn's content and text within GARDEN_TURN_MAX_CHARS.
 
     A reply whose text is longer is kept whole as an artifact of the thread, through the same
     path as a tool's output too large to carry; the turn carries its first characters, a line
@@ -472,8 +470,8 @@ def _within_turn_cap(
     if len(text) <= limit:
         return content, text
     try:
-        artifact = tool_use._keep_as_artifact(
-            room,
+        artifact = tool_use.keep_as_artifact(
+            w,
             speaker,
             None,
             ToolOutcome(text),
@@ -491,9 +489,8 @@ def _within_turn_cap(
     return kept + [b for b in content if b["type"] != "text"], clipped
 
 
-def _end_without_summary(room: Room, why: str) -> None:
-    finish(
-        room,
+def _end_without_summary(w: StepWriter, why: str) -> None:
+    w.finish(
         state=GroupRequest.State.FAILED,
         outcome_code="SYNTHESIS_FAILED",
         outcome=f"The summary did not come: {why}.",
@@ -510,7 +507,7 @@ def _after_failure(
     *,
     attempt: int,
     first_at: float,
-) -> str:
+) -> StepOutcome:
     """Count the failed call as the seed says, then retry within the ceiling or end honestly.
 
     A confirmed rejection (or a configuration error: nothing was sent) gives the call back;
@@ -527,7 +524,8 @@ def _after_failure(
     )
     if retryable and within:
         with fenced(room):
-            # The retry claims this step's fence again; nothing else is written.
+            # The retry claims this step's fence again; nothing else is written (the fence
+            # check alone: a stale step sends no retry).
             scheduling.enqueue_step_on_commit(
                 room.request.pk,
                 room.fence,
@@ -536,24 +534,23 @@ def _after_failure(
                 first_at=first_at,
                 countdown=wait,
             )
-        return "retry"
+        return StepOutcome.RETRY
     if purpose == CallReservation.Purpose.SYNTHESIS:
-        with fenced(room):
-            _end_without_summary(room, exc.code)
-        return "synthesis_failed"
+        with fenced(room) as w:
+            _end_without_summary(w, exc.code)
+        return StepOutcome.SYNTHESIS_FAILED
     queue = [Contribution.from_json(c) for c in room.request.queue]
     if queue and queue[0].agent == speaker.pk:
         return skip_member(room, queue, _what_failed(exc, "its"))
     what = _what_failed(exc, f"@{speaker.handle}'s")
-    with fenced(room):
-        finish(
-            room,
+    with fenced(room) as w:
+        w.finish(
             state=GroupRequest.State.FAILED,
             outcome_code=exc.code,
             outcome=f"{what}.",
             notice=f"{what}; the request ended.",
         )
-    return "failed"
+    return StepOutcome.FAILED
 
 
 def _what_failed(exc: ProviderError, whose: str) -> str:

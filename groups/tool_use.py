@@ -18,9 +18,10 @@ from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
 from garden.tools import ToolOutcome, get_tool, run_tool
 from groups import scheduling
-from groups.asks import answer_ask, begin_synthesis, tool_error
-from groups.fencing import append, complete_step, fenced, flush
+from groups.asks import answer_ask, synthesis_begins, tool_error
+from groups.fencing import StepWriter, fenced
 from groups.models import GroupRequest
+from groups.outcomes import StepOutcome
 from groups.payloads import approval_event, request_event
 from groups.room import Room, load_room, release_connection
 from groups.routing import Contribution
@@ -55,7 +56,7 @@ def run_tools(
     *,
     slot: HeldSlot | None = None,
     waits: int = 0,
-) -> str:
+) -> StepOutcome:
     """Run the reply's tool calls outside any transaction, then record their results and
     complete the step (or stop the member's run on output too large to carry).
 
@@ -78,17 +79,17 @@ def run_tools(
             for i, call in enumerate(pending)
         ]
     limit = oversized_limit(room.group.room_cap_chars)
-    with fenced(room):
-        if room.request.waiting_for:
-            room.request.waiting_for = ""
-            room.request.save(update_fields=["waiting_for", "updated_at"])
+    with fenced(room) as w:
+        if w.request.waiting_for:
+            w.request.waiting_for = ""
+            w.save("waiting_for")
         blocks: list[dict] = []
         too_large: list[tuple[ToolCall, int, int]] = []
         for call, out in outcomes:
             artifact = None
             if len(out.content) > limit:
                 try:
-                    artifact = _keep_as_artifact(room, speaker, call, out)
+                    artifact = keep_as_artifact(w, speaker, call, out)
                 except QuotaExceeded as refused:
                     out = ToolOutcome(
                         f"{refused.code}: {len(out.content):,} characters, too large to carry "
@@ -124,25 +125,25 @@ def run_tools(
                         "is_error": out.is_error,
                     }
                 )
-        append(room, speaker=speaker, content=blocks)
+        w.append(speaker=speaker, content=blocks)
         if too_large:
-            return _controlled_stop(room, speaker, queue, too_large)
-        complete_step(room, queue)
-    return "tools"
+            return _controlled_stop(w, speaker, queue, too_large)
+        w.complete(queue)
+    return StepOutcome.TOOLS
 
 
-def _wait_for_tool_slot(room: Room, *, waits: int) -> str:
+def _wait_for_tool_slot(room: Room, *, waits: int) -> StepOutcome:
     """Every tool slot of the owner is in use: the reply stays recorded, the request says what
     it waits for (once), and this step's tools run when a later delivery finds a free slot
     (the same fence: nothing else may step the request meanwhile)."""
-    with fenced(room):
-        request = room.request
+    with fenced(room) as w:
+        request = w.request
         if request.waiting_for != GroupRequest.WAITING_FOR_TOOL_SLOT:
             request.waiting_for = GroupRequest.WAITING_FOR_TOOL_SLOT
-            request.save(update_fields=["waiting_for", "updated_at"])
+            w.save("waiting_for")
             events.send_event_on_commit(channel=room.channel, event=request_event(request))
         _come_back_for_tools(request.pk, room.fence, room.group.pk, waits=waits)
-    return "waiting_for_tools"
+    return StepOutcome.WAITING_FOR_TOOLS
 
 
 def keep_from_sweeper(request_id: int, fence: int, updated_at: datetime) -> None:
@@ -167,7 +168,7 @@ def _come_back_for_tools(request_id: int, fence: int, group_id: int, *, waits: i
     )
 
 
-def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> str:
+def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> StepOutcome:
     """Run the tools of the step that claimed ``fence`` and waited for a tool slot, once one
     is free; with none yet, come back later having written nothing. Caller holds the group's
     lock. Stale (the step's fence moved: a stop, an ending) does nothing."""
@@ -183,12 +184,12 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
         .first()
     )
     if row is None:
-        return "stale"
+        return StepOutcome.STALE
     slot = slot_hold(owner_id=row[0], kind=TOOLS)
     if slot is None:
         keep_from_sweeper(request_id, fence, row[1])
         _come_back_for_tools(request_id, fence, group_id, waits=waits)
-        return "waiting_for_tools"
+        return StepOutcome.WAITING_FOR_TOOLS
     with slot:
         room = load_room(request_id, fence)
         speaker_id, pending = _unanswered_calls(request_id, fence)
@@ -197,9 +198,8 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
         if speaker is None and pending:
             # Its agent left the group while the tools waited: the calls are answered, not run,
             # so none is left without a result.
-            with fenced(room):
-                append(
-                    room,
+            with fenced(room) as w:
+                w.append(
                     speaker=Agent.objects.filter(pk=speaker_id).first(),
                     content=[
                         {
@@ -211,12 +211,12 @@ def resume_tools(*, request_id: int, fence: int, group_id: int, waits: int) -> s
                         for call in pending
                     ],
                 )
-                complete_step(room, queue, waiting_for="")
-            return "tools"
+                w.complete(queue, waiting_for="")
+            return StepOutcome.TOOLS
         if not pending:
-            with fenced(room):
-                complete_step(room, queue, waiting_for="")
-            return "tools"
+            with fenced(room) as w:
+                w.complete(queue, waiting_for="")
+            return StepOutcome.TOOLS
         return run_tools(room, speaker, queue, pending, slot=slot)
 
 
@@ -243,13 +243,14 @@ def _unanswered_calls(request_id: int, fence: int) -> tuple[int | None, list[Too
     return speaker_id, [c for c in calls if c.id not in answered]
 
 
-def _keep_as_artifact(
-    room: Room, speaker: Agent, call: ToolCall | None, out: ToolOutcome, *, title: str = ""
+def keep_as_artifact(
+    w: StepWriter, speaker: Agent, call: ToolCall | None, out: ToolOutcome, *, title: str = ""
 ) -> Artifact:
-    """Keep ``out`` as a document of the thread; QuotaExceeded (STORAGE_FULL), writing
-    nothing, when it would pass the owner's storage. Caller is inside ``fenced``, whose turns
-    take the thread's row after this, so the owner's lock cannot be taken here: the check is
-    unserialised (garden/storage.py storage_check)."""
+    """Keep ``out`` as a document of the thread, in the step's fenced transaction;
+    QuotaExceeded (STORAGE_FULL), writing nothing, when it would pass the owner's storage.
+    The step's turns take the thread's row after this, so the owner's lock cannot be taken
+    here: the check is unserialised (garden/storage.py storage_check)."""
+    room = w.room
     size = len(out.content.encode())
     storage_check(owner_id=room.group.owner_id, adding=size)
     return Artifact.objects.create(
@@ -265,11 +266,11 @@ def _keep_as_artifact(
 
 
 def _controlled_stop(
-    room: Room,
+    w: StepWriter,
     speaker: Agent,
     queue: list[Contribution],
     too_large: list[tuple[ToolCall, int, int]],
-) -> str:
+) -> StepOutcome:
     """End the member's run on output too large to carry: the output is an artifact now, the
     coordinator is told, and the request moves to synthesis over a bounded room."""
     sizes = ", ".join(
@@ -277,19 +278,18 @@ def _controlled_stop(
     )
     if queue and queue[0].agent == speaker.pk and queue[0].call_id:
         answer_ask(
-            room,
+            w,
             queue[0],
             f"@{speaker.handle}'s run ended: its tool output was too large to "
             f"carry ({sizes}); it is kept as an artifact.",
             is_error=True,
         )
         queue.pop(0)
-    room.request.queue = [c.to_json() for c in queue]
-    return begin_synthesis(
-        room,
+    w.request.queue = [c.to_json() for c in queue]
+    return synthesis_begins(
+        w,
         f"@{speaker.handle}'s tool output was too large to carry ({sizes}); "
         f"it is kept as an artifact and referenced above.",
-        already_fenced=True,
     )
 
 
@@ -306,25 +306,26 @@ def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
 
 
 def suspend_for_approval(
-    room: Room,
+    w: StepWriter,
     speaker: Agent,
     call: ToolCall,
     pending: list[ToolCall],
     results: list[dict],
     queue: list[Contribution],
-) -> str:
+) -> StepOutcome:
     """A tool call that needs approval suspends the whole request until a person decides.
 
-    Caller is inside ``fenced``. The other calls of the same reply are answered as not run,
-    so nothing else in this turn runs; the approved action itself runs exactly once later.
+    The other calls of the same reply are answered as not run, so nothing else in this turn
+    runs; the approved action itself runs exactly once later.
     """
+    room = w.room
     for other in pending:
         if other.id != call.id:
             results.append(
                 tool_error(other, "NOT_RUN", "not run: another action in this turn awaits approval")
             )
     if results:
-        append(room, speaker=speaker, content=results)
+        w.append(speaker=speaker, content=results)
     approval = Approval.objects.create(
         owner_id=room.group.owner_id,
         request=room.request,
@@ -333,16 +334,15 @@ def suspend_for_approval(
         tool_call_id=call.id,
         action={"name": call.name, "arguments": call.arguments},
     )
-    append(
-        room,
+    w.append(
         speaker=speaker,
         kind=Message.Kind.ACTIVITY,
         content=[
             text_block(f"{speaker.name} wants to run {call.name}; waiting for your approval.")
         ],
     )
-    flush(room)
+    w.flush()
     events.send_event_on_commit(channel=room.channel, event=approval_event(approval))
     approvals_changed_on_commit([approval.pk])
-    complete_step(room, queue, state=GroupRequest.State.AWAITING_APPROVAL)
-    return "awaiting_approval"
+    w.complete(queue, state=GroupRequest.State.AWAITING_APPROVAL)
+    return StepOutcome.AWAITING_APPROVAL
