@@ -228,6 +228,7 @@ def with_attachments(projection: Projection, room: Room, speaker: Agent) -> Proj
     }
     found = selectors.attachments_to_carry(
         group=room.group,
+        conversation_id=room.request.conversation_id,
         artifact_ids={i for i in wanted if is_row_id(i)},
         media_types=media,
         limit=settings.GARDEN_MAX_INLINE_ATTACHMENTS,

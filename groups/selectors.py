@@ -160,19 +160,30 @@ def group_memory(*, group: Group) -> QuerySet[MemoryNote]:
 
 
 def attachments_to_carry(
-    *, group: Group, artifact_ids: Collection[int], media_types: Collection[str], limit: int
+    *,
+    group: Group,
+    conversation_id: int,
+    artifact_ids: Collection[int],
+    media_types: Collection[str],
+    limit: int,
 ) -> dict[int, tuple[str, bytes]]:
-    """Of ``artifact_ids``, the files the owner attached in ``group`` whose media type is among
-    ``media_types``, the ``limit`` most recent: artifact id → (media type, bytes). Another
-    owner's or another group's artifact is never among them, whatever id a turn names."""
+    """Of ``artifact_ids``, the files the owner attached in ``group`` (in an agent's own room:
+    in its 1:1 thread ``conversation_id``) whose media type is among ``media_types``, the
+    ``limit`` most recent: artifact id → (media type, bytes). Another owner's, another
+    group's or another thread's artifact is never among them, whatever id a turn names."""
     if not artifact_ids or not media_types or limit <= 0:
         return {}
+    where = (
+        {"artifact__conversation_id": conversation_id}
+        if group.is_solo
+        else {"artifact__conversation__group_id": group.pk}
+    )
     rows = (
         AttachmentData.objects.filter(
             artifact_id__in=list(artifact_ids),
             artifact__owner_id=group.owner_id,
-            artifact__conversation__group_id=group.pk,
             artifact__mime_type__in=list(media_types),
+            **where,
         )
         .order_by("-artifact_id")
         .values_list("artifact_id", "artifact__mime_type", "data")[:limit]

@@ -519,3 +519,51 @@ def test_an_owners_attached_bytes_are_capped_and_a_clear_frees_them(api, group, 
     assert list(Artifact.objects.all()) == [written]  # its thread gone, the document kept
     again = post_form(api, group.pk, {"text": "again", "files": [upload("b.png", PNG)]})
     assert again.status_code == 202, again.content
+
+
+def test_a_picture_sent_to_one_agent_reaches_its_model_and_no_other_thread_can_name_it(
+    owner, provider_server
+):
+    """In an agent's own room the owner's picture is carried as in a group's; a turn of the
+    agent's other conversation naming its id gets the reference, never the bytes."""
+    from garden.models import Conversation
+    from garden.services.agents import agent_create
+    from groups.services.requests import conversation_request_create
+    from tests.groups.helpers import step_until
+
+    agent = agent_create(
+        owner=owner,
+        handle="viewer",
+        name="Viewer",
+        model_account=model_account_create(owner=owner, name="v", provider="scripted"),
+    )
+    on_server(owner, agent, provider_server)
+    provider_server.reply(200, openai_reply("A bar chart of rent."))
+    provider_server.reply(200, openai_reply("I cannot see it here."))
+    first = Conversation.objects.create(owner=owner, agent=agent)
+    request = conversation_request_create(
+        owner=owner,
+        conversation=first,
+        text="What does the chart show?",
+        attachments=[Upload("chart.png", PNG)],
+    )
+    step_until(request)
+    picture = Artifact.objects.get()
+    parts = openai_parts(provider_server.requests[0].body)
+    assert parts[-1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()},
+    }
+    other = Conversation.objects.create(owner=owner, agent=agent)
+    from garden.services.conversations import message_append
+
+    message_append(
+        conversation_id=other.pk,
+        speaker_kind="owner",
+        content=[
+            {"type": "artifact_ref", "artifact_id": str(picture.pk), "kind": "image", "title": "x"}
+        ],
+    )
+    again = conversation_request_create(owner=owner, conversation=other, text="And this one?")
+    step_until(again)
+    assert "image_url" not in str(provider_server.requests[1].body)
