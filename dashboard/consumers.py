@@ -17,7 +17,7 @@ from django.conf import settings
 from dashboard.sockets import SIGNED_OUT, session_sockets, user_sockets
 from garden.events import group_channel
 from garden.selectors import conversation_get
-from groups.selectors import group_get, group_list, solo_rooms
+from groups.selectors import group_get, group_list, request_active, solo_rooms
 from groups.services.requests import solo_room_for
 
 FORBIDDEN = 4403
@@ -47,15 +47,16 @@ def _roster_groups(user: Any) -> list[int] | None:
 
 
 @database_sync_to_async
-def _agents_room(user: Any, conversation_id: int) -> int | None:
-    """The room of the person's 1:1 conversation ``conversation_id`` (made if it is new), or
-    None for no such conversation of theirs."""
+def _agents_room(user: Any, conversation_id: int) -> tuple[int, set[int]] | None:
+    """The room of the person's 1:1 conversation ``conversation_id`` (made if it is new) and
+    the thread's requests running now, or None for no such conversation of theirs."""
     if not getattr(user, "is_authenticated", False) or not user.is_active:
         return None
     conversation = conversation_get(owner=user, conversation_id=conversation_id)
     if conversation is None or conversation.agent_id is None:
         return None
-    return solo_room_for(agent_id=conversation.agent_id).pk
+    active = request_active(conversation=conversation)
+    return solo_room_for(agent_id=conversation.agent_id).pk, {active.pk} if active else set()
 
 
 class _OwnersSocket(AsyncJsonWebsocketConsumer):
@@ -154,12 +155,13 @@ class ConversationConsumer(_OwnersSocket):
 
     async def connect(self) -> None:
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
-        self.requests: set[int] = set()
         user = self.scope.get("user")
-        room_id = await _agents_room(user, self.conversation_id)
-        if room_id is None:
+        found = await _agents_room(user, self.conversation_id)
+        if found is None:
             await self.refuse(FORBIDDEN)
             return
+        # A draft names only its request: the one running when the page connected is known.
+        room_id, self.requests = found
         await self.join(user, (group_channel(room_id),))
 
     async def garden_event(self, message: dict[str, Any]) -> None:

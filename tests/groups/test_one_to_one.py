@@ -193,8 +193,8 @@ def test_messages_queue_behind_the_running_one_in_order(owner):
 # --- tools and approvals --------------------------------------------------------------------
 
 
-@pytest.mark.django_db
-def test_a_tool_call_runs_and_its_result_is_paired_with_its_call(owner):
+@pytest.mark.redis
+def test_a_tool_call_runs_and_its_result_is_paired_with_its_call(celery_worker_thread, owner):
     ledger = agent(
         owner,
         rules=[
@@ -209,7 +209,7 @@ def test_a_tool_call_runs_and_its_result_is_paired_with_its_call(owner):
         tools=["memory.remember"],
     )
     request = one_to_one(owner, ledger, "Please remember the rent.")
-    step_until(request)
+    wait_for(lambda: state_of(request) in GroupRequest.FINISHED_STATES, timeout=30)
     assert (request.state, answer_of(request).text) == ("completed", "Remembered.")
     turns = list(Message.objects.filter(request=request, kind="turn").order_by("seq"))
     call = next(b for m in turns for b in m.content if b["type"] == "tool_call")
@@ -244,12 +244,14 @@ def test_an_approval_suspends_the_request_and_the_action_runs_exactly_once(
     assert Artifact.objects.filter(title="Plan").count() == 1
 
 
-@pytest.mark.django_db
-def test_stop_while_an_approval_waits_rejects_it_and_nothing_late_restarts_it(api, owner, writer):
+@pytest.mark.redis
+def test_stop_while_an_approval_waits_rejects_it_and_nothing_late_restarts_it(
+    celery_worker_thread, api, owner, writer
+):
     conversation = conversation_create(owner=owner, agent=writer)
     posted = api.post(f"/api/conversations/{conversation.pk}/messages", {"text": "Write the plan."})
     request = GroupRequest.objects.get(pk=posted.json()["request"]["id"])
-    step_until(request, "awaiting_approval")
+    wait_for(lambda: state_of(request) == "awaiting_approval", timeout=30)
     late_fence = request.fence
     approval = Approval.objects.get(request=request)
     stopped = api.post(f"/api/conversations/{conversation.pk}/stop")
@@ -295,8 +297,10 @@ def test_twelve_calls_at_most_each_reserved_before_it_is_sent(
     assert [r.purpose for r in reservations][-1] == "synthesis"
 
 
-@pytest.mark.django_db
-def test_a_long_conversation_is_bounded_before_every_call(owner, provider_server, settings):
+@pytest.mark.redis
+def test_a_long_conversation_is_bounded_before_every_call(
+    celery_worker_thread, owner, provider_server, settings
+):
     """2,000 earlier turns of 1,000 characters: the model gets the newest that fit the cap and
     the question itself — never the whole thread."""
     from garden.services.conversations import messages_append
@@ -320,7 +324,7 @@ def test_a_long_conversation_is_bounded_before_every_call(owner, provider_server
     request = conversation_request_create(
         owner=owner, conversation=conversation, text="And the total?"
     )
-    step_until(request)
+    wait_for(lambda: state_of(request) in GroupRequest.FINISHED_STATES, timeout=30)
     assert answer_of(request).text == "Bounded."
     sent = provider_server.requests[0].body
     size = len(sent.get("system", "")) + sum(len(str(m["content"])) for m in sent["messages"])
