@@ -99,7 +99,14 @@ class ApprovalOutput(serializers.Serializer):
     id = serializers.IntegerField(source="pk")
     status = serializers.CharField()
     agent = AgentFaceOutput()
-    action = serializers.JSONField(help_text="The tool call waiting: {name, arguments}.")
+    action = serializers.JSONField(
+        help_text="The tool call as the agent asked for it: {name, arguments}."
+    )
+    approved_arguments = serializers.JSONField(
+        allow_null=True,
+        help_text="The arguments it was approved with when the person changed them (what "
+        "runs), else null.",
+    )
     tool_call_id = serializers.CharField()
     request = serializers.IntegerField(source="request_id", allow_null=True)
     group = serializers.SerializerMethodField()

@@ -38,6 +38,7 @@ class ApprovalView:
     executed: bool = False
     by_owner: bool = True
     decider: str = ""
+    changed: bool = False  # approved with arguments the person changed (in the room or API)
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,14 @@ def _cut_note(partial: list[str], hidden: int, body_cut: bool, pending: bool) ->
     return f"… {'; '.join(parts)}. {then}."
 
 
+# Changed arguments come from the room or the API: the buttons approve it as asked.
+WAITING = "Waiting for your decision. To change it before approving, open the room."
+
+
 def outcome(view: ApprovalView) -> str:
     """The line that says where the approval stands."""
     if view.status == "pending":
-        return "Waiting for your decision."
+        return WAITING
     who = "you" if view.by_owner else (view.decider or "someone")
     where = SURFACE_WORDS.get(view.surface, f"on {view.surface}" if view.surface else "")
     by = f"by {who} {where}".rstrip()
@@ -114,7 +119,8 @@ def outcome(view: ApprovalView) -> str:
                 f"Approved {by} — the worker running it stopped: whether it ran is unknown, "
                 "and it was not run again."
             )
-        return f"Approved {by} — {'it ran' if view.executed else 'running it now'}."
+        changed = " with changes" if view.changed else ""
+        return f"Approved{changed} {by} — {'it ran' if view.executed else 'running it now'}."
     if _reason(view.reason):
         return f"Rejected: {_reason(view.reason)}."
     return f"Rejected {by}; it did not run."

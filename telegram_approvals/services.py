@@ -162,6 +162,7 @@ def approval_view(approval: Approval) -> ApprovalView:
         surface=approval.surface,
         reason=approval.reason,
         executed=approval.executed_at is not None,
+        changed=approval.approved_arguments is not None,
         by_owner=approval.decided_by_id in (None, approval.owner_id),
         decider=approval.decided_by.get_username() if approval.decided_by else "",
     )

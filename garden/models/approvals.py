@@ -39,6 +39,12 @@ class Approval(models.Model):
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="approvals")
     tool_call_id = models.CharField(max_length=100)
     action = models.JSONField(help_text="The exact tool call: {name, arguments}.")
+    approved_arguments = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The arguments the person approved it with, when they changed the requested "
+        "ones (the action that runs); null when it runs as requested.",
+    )
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     surface = models.CharField(max_length=20, blank=True)
     decided_by = models.ForeignKey(
@@ -63,3 +69,11 @@ class Approval(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action.get('name', '?')} by {self.agent} ({self.status})"
+
+    @property
+    def arguments_to_run(self) -> dict:
+        """The arguments the action runs with: the approved ones when changed, else the
+        requested ones."""
+        if self.approved_arguments is not None:
+            return self.approved_arguments
+        return (self.action or {}).get("arguments") or {}

@@ -243,6 +243,11 @@ CLIENT_SURFACES = ("dashboard", "api")
 
 class DecisionInput(serializers.Serializer):
     decision = serializers.ChoiceField(choices=["approve", "reject"])
+    arguments = serializers.DictField(
+        required=False,
+        help_text="With approve: the arguments to run it with instead of the requested ones, "
+        "checked against the tool's schema (400 INVALID_ARGUMENTS). The approval keeps both.",
+    )
     surface = serializers.ChoiceField(
         choices=list(CLIENT_SURFACES),
         default="dashboard",
@@ -265,6 +270,7 @@ class ApprovalDecideApi(APIView):
             approval_id=approval_id,
             decision=data.validated_data["decision"],
             surface=surface,
+            arguments=data.validated_data.get("arguments"),
         )
         return Response({**approval_payload(decision.approval), "repeated": decision.repeated})
 

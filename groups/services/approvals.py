@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -21,11 +22,12 @@ from garden.errors import ServiceError
 from garden.models import Approval, Message
 from garden.retry import retry_on_lock_conflict
 from garden.services.conversations import message_append, text_block
-from garden.tools import ToolOutcome, describe_action, run_tool
+from garden.tools import ToolOutcome, check_arguments, describe_action, get_tool, run_tool
 from groups import row_locks, scheduling
 from groups.faults import fault_point
 from groups.models import GroupRequest
 from groups.payloads import approval_event, request_event
+from groups.projection import compact_json
 from groups.services.requests import request_sweep
 from groups.signals import approvals_changed_on_commit
 from groups.tools import tool_context
@@ -42,11 +44,21 @@ class Decision:
 
 @retry_on_lock_conflict
 def approval_decide(
-    *, user: AbstractBaseUser, approval_id: int, decision: str, surface: str = "dashboard"
+    *,
+    user: AbstractBaseUser,
+    approval_id: int,
+    decision: str,
+    surface: str = "dashboard",
+    arguments: dict[str, Any] | None = None,
 ) -> Decision:
     """Decide once. A repeated identical decision returns the first outcome and runs nothing;
     a different one is refused (409). A request already finished — stopped, say — has had
-    its approval rejected, so a late approve is refused too."""
+    its approval rejected, so a late approve is refused too.
+
+    ``arguments`` approves with changes: the action runs with them instead of the requested
+    ones (exactly once), after they pass the tool's own schema (400 INVALID_ARGUMENTS,
+    nothing written); the approval keeps both, and the agent's result says they changed.
+    Only an approval carries them, and not from Telegram (its buttons cannot)."""
     if decision not in DECISIONS:
         raise ServiceError(
             "INVALID_DECISION", "decision must be 'approve' or 'reject'.", field="decision"
@@ -54,6 +66,12 @@ def approval_decide(
     if surface not in SURFACES:
         raise ServiceError(
             "INVALID_SURFACE", f"surface must be one of {', '.join(SURFACES)}.", field="surface"
+        )
+    if arguments is not None and (decision != "approve" or surface == "telegram"):
+        raise ServiceError(
+            "ARGUMENTS_NOT_ALLOWED",
+            "Changed arguments come with an approval made in the room or through the API.",
+            field="arguments",
         )
     wanted = DECISIONS[decision]
     head = (
@@ -66,8 +84,11 @@ def approval_decide(
     with transaction.atomic():
         _, request = row_locks.lock_group_and_request(head["request__group_id"], head["request_id"])
         approval = row_locks.lock_approval(approval_id)
+        changed = _changed_arguments(approval, arguments)
         if approval.status != Approval.Status.PENDING:
-            if approval.status == wanted:
+            if approval.status == wanted and (
+                arguments is None or changed == approval.approved_arguments
+            ):
                 return Decision(approval, repeated=True)
             raise ServiceError(
                 "APPROVAL_ALREADY_DECIDED",
@@ -88,7 +109,10 @@ def approval_decide(
         approval.decided_by = user
         approval.surface = surface
         approval.decided_at = timezone.now()
-        approval.save(update_fields=["status", "decided_by", "surface", "decided_at"])
+        approval.approved_arguments = changed
+        approval.save(
+            update_fields=["status", "decided_by", "surface", "decided_at", "approved_arguments"]
+        )
         channel = (
             events.group_channel(request.group_id)
             if request
@@ -110,6 +134,27 @@ def approval_decide(
         else:
             scheduling.execute_approval_on_commit(approval.pk)
     return Decision(approval, repeated=False)
+
+
+def _changed_arguments(approval: Approval, arguments: dict[str, Any] | None) -> dict | None:
+    """``arguments`` when they differ from the requested ones and pass the tool's schema;
+    None when there are none or they are the same (it runs as requested)."""
+    if arguments is None:
+        return None
+    action = approval.action or {}
+    if arguments == (action.get("arguments") or {}):
+        return None
+    tool = get_tool(action.get("name", ""))
+    problem = (
+        "this tool is not available any more" if tool is None else check_arguments(tool, arguments)
+    )
+    if problem:
+        raise ServiceError(
+            "INVALID_ARGUMENTS",
+            f"The changed arguments do not fit {action.get('name')}: {problem}.",
+            field="arguments",
+        )
+    return arguments
 
 
 def approval_execute(*, approval_id: int) -> str:
@@ -151,7 +196,18 @@ def _run(approval: Approval) -> ToolOutcome:
         # Its history was cleared: decided and detached, never run (approval_execute).
         return ToolOutcome("NOT_RUN: the request is gone.", is_error=True, code="NOT_RUN")
     ctx = tool_context(request=request, group=request.group, agent_id=approval.agent_id)
-    return run_tool(ctx, approval.action.get("name", ""), approval.action.get("arguments", {}))
+    outcome = run_tool(ctx, approval.action.get("name", ""), approval.arguments_to_run)
+    if approval.approved_arguments is None:
+        return outcome
+    # The agent learns that what ran is not exactly what it asked for.
+    changed = compact_json(approval.approved_arguments)
+    return ToolOutcome(
+        f"[The owner changed the arguments before approving; it ran with {changed}]\n"
+        f"{outcome.content}",
+        is_error=outcome.is_error,
+        code=outcome.code,
+        artifacts=outcome.artifacts,
+    )
 
 
 def _record_and_resume(
@@ -200,8 +256,9 @@ def _ran_line(approval: Approval, outcome: ToolOutcome) -> str:
     """The activity line of an approved action: that it ran, or — the worker running it having
     stopped before its result was recorded — that nobody knows whether it did."""
     action = approval.action or {}
-    what = describe_action(action.get("name", "?"), action.get("arguments"))
-    where = f"approved on {approval.surface}" if approval.surface else "approved"
+    what = describe_action(action.get("name", "?"), approval.arguments_to_run)
+    approved = "approved with changes" if approval.approved_arguments is not None else "approved"
+    where = f"{approved} on {approval.surface}" if approval.surface else approved
     if outcome.code == "UNKNOWN":
         return (
             f"{approval.agent.name} was allowed to {what} ({where}), but the worker running it "

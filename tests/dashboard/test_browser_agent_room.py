@@ -106,3 +106,24 @@ def test_stop_ends_the_agents_running_request(open_page, owner, ledger, live_wor
     assert not Message.objects.filter(request=request, speaker_kind="agent").exists()
     expect(page.locator("#transcript", has_text="can go to savings")).to_have_count(0)
     assert Agent.objects.get(pk=ledger.pk).can_run
+
+
+def test_an_action_is_approved_with_changes_from_its_card(open_page, owner, ledger, live_worker):
+    page = open_agent_room(open_page, owner, ledger)
+    send(page, ledger, "Write down the plan.")
+    card = page.locator(".approval")
+    expect(card).to_contain_text("Ledger wants to write Plan")
+    card.get_by_role("button", name=re.compile("^Edit and approve")).click()
+    sheet = page.get_by_role("dialog", name="Approve with changes")
+    expect(sheet).to_be_visible()
+    assert_accessible(page)
+    sheet.get_by_label("content").fill("Save 900 a month.")
+    sheet.get_by_role("button", name="Approve with these").click()
+    expect(sheet).to_be_hidden()
+    expect(page.locator("#transcript")).to_contain_text("Written.")
+    expect(card).to_contain_text("Approved with these arguments instead:")
+    expect(card).to_contain_text("Save 900 a month.")
+    approval = Approval.objects.get(agent=ledger)
+    assert approval.approved_arguments == {"title": "Plan", "content": "Save 900 a month."}
+    [made] = Artifact.objects.filter(title="Plan")
+    assert made.content == "Save 900 a month."

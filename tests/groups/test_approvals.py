@@ -309,3 +309,81 @@ def test_a_threads_approvals_are_listed_decided_ones_too(
     theirs = APIClient()
     theirs.force_login(stranger)
     assert theirs.get(f"/api/approvals?conversation={thread}").json()["approvals"] == []
+
+
+# --- approve with changes -------------------------------------------------------------------
+
+
+@pytest.mark.redis
+def test_an_action_approved_with_changes_runs_once_with_the_changed_arguments(
+    celery_worker_thread, api, owner
+):
+    from garden.models import Approval, Artifact, Message
+    from tests.conftest import wait_for
+    from tests.groups.helpers import answer_of, one_to_one, writer
+
+    request = one_to_one(owner, writer(owner), "Write the plan.")
+    approval = wait_for(lambda: Approval.objects.filter(request=request).first(), timeout=30)
+    url = f"/api/approvals/{approval.pk}/decide"
+    changed = {"title": "Plan", "content": "Save 900."}
+
+    bad = api.post(url, {"decision": "approve", "arguments": {"title": "Plan"}})
+    assert bad.status_code == 400 and bad.json()["code"] == "INVALID_ARGUMENTS", bad.content
+    assert "content" in bad.json()["message"]
+    refused = api.post(url, {"decision": "reject", "arguments": changed})
+    assert refused.json()["code"] == "ARGUMENTS_NOT_ALLOWED"
+    approval.refresh_from_db()
+    assert (approval.status, approval.approved_arguments) == ("pending", None)
+
+    decided = api.post(url, {"decision": "approve", "arguments": changed})
+    assert decided.status_code == 200, decided.content
+    assert decided.json()["approved_arguments"] == changed
+    wait_for(lambda: Artifact.objects.filter(title="Plan").exists(), timeout=30)
+    wait_for(lambda: answer_of(request).text == "Written.", timeout=30)
+    # The same decision again repeats; other changes after it are refused.
+    assert api.post(url, {"decision": "approve", "arguments": changed}).json()["repeated"]
+    other = api.post(url, {"decision": "approve", "arguments": {**changed, "content": "x"}})
+    assert other.status_code == 409
+    [made] = Artifact.objects.filter(title="Plan")
+    assert made.content == "Save 900."
+    approval.refresh_from_db()
+    assert approval.action["arguments"] == {"title": "Plan", "content": "Save 800."}
+    assert approval.approved_arguments == changed
+    # What the agent reads back says the owner changed it, and the room says so too.
+    result = next(
+        b
+        for m in Message.objects.filter(request=request, kind="turn")
+        for b in m.content
+        if b["type"] == "tool_result"
+    )
+    assert result["content"].startswith(
+        '[The owner changed the arguments before approving; it ran with {"title":"Plan",'
+    )
+    lines = [m.text for m in Message.objects.filter(request=request, kind="activity")]
+    assert any("(approved with changes on dashboard); it ran." in line for line in lines), lines
+
+
+@pytest.mark.django_db
+def test_telegram_cannot_carry_changed_arguments_and_unchanged_ones_are_no_change(owner):
+    from garden.errors import ServiceError
+    from garden.models import Approval
+    from groups.services.approvals import approval_decide
+    from tests.groups.helpers import one_to_one, step_until, writer
+
+    request = one_to_one(owner, writer(owner), "Write the plan.")
+    step_until(request, "awaiting_approval")
+    approval = Approval.objects.get(request=request)
+    with pytest.raises(ServiceError) as refused:
+        approval_decide(
+            user=owner,
+            approval_id=approval.pk,
+            decision="approve",
+            surface="telegram",
+            arguments={"title": "x", "content": "y"},
+        )
+    assert refused.value.code == "ARGUMENTS_NOT_ALLOWED"
+    same = approval.action["arguments"]
+    decided = approval_decide(
+        user=owner, approval_id=approval.pk, decision="approve", arguments=dict(same)
+    )
+    assert decided.approval.approved_arguments is None

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from telegram_approvals.render import (
+    WAITING,
     ApprovalView,
     already_decided,
     callback_data,
@@ -31,7 +32,7 @@ def test_a_pending_approval_names_the_agent_and_action_shows_arguments_briefly_a
     assert lines[1] == "• title: plan.md"
     assert lines[2].startswith("• content: Save 800 a month. Save") and lines[2].endswith("…")
     assert len(lines[2]) < 140
-    assert lines[-1] == "Waiting for your decision."
+    assert lines[-1] == WAITING
     assert shown.buttons == (("Approve", "ap:42:a"), ("Reject", "ap:42:r"))
 
 
@@ -109,7 +110,7 @@ def test_a_message_always_fits_telegram_and_ends_with_where_it_stands(
     )
     shown = render(view)
     assert len(shown.text) <= 4096
-    assert shown.text.endswith("Waiting for your decision." if status == "pending" else ".")
+    assert shown.text.endswith(WAITING if status == "pending" else ".")
     assert bool(shown.buttons) == (status == "pending")
 
 
@@ -127,7 +128,7 @@ def test_a_message_says_what_it_leaves_out_and_that_approve_runs_the_whole_call(
         "… arg1 shown in part; 3 more arguments not shown. Approve runs the whole call, "
         "every argument as the agent gave it."
     )
-    assert lines[-1] == "Waiting for your decision."
+    assert lines[-1] == WAITING
     # Decided, it no longer speaks of the button.
     decided = render(replace(PENDING, arguments=arguments, status="approved", executed=True))
     assert "… arg1 shown in part; 3 more arguments not shown. The whole call" not in decided.text
@@ -146,7 +147,7 @@ def test_a_message_cut_at_telegrams_limit_says_so():
     shown = render(replace(PENDING, label="L" * 5_000, arguments={"a": "b"}))
     assert len(shown.text) <= 4096
     assert "… the message is cut. Approve runs the whole call" in shown.text
-    assert shown.text.endswith("Waiting for your decision.")
+    assert shown.text.endswith(WAITING)
 
 
 @given(

@@ -118,6 +118,8 @@
   transcript.addEventListener("click", async (event) => {
     const decision = event.target.closest("[data-decide]");
     if (decision) { shared.decide(Number(decision.dataset.approval), decision.dataset.decide); return; }
+    const edit = event.target.closest("[data-edit-approval]");
+    if (edit) { shared.editApproval(Number(edit.dataset.editApproval), edit); return; }
     const ref = event.target.closest("[data-artifact]");
     if (ref) {
       const id = Number(ref.dataset.artifact);

@@ -193,23 +193,80 @@
     }
   }
 
-  async function decide(id, decision) {
+  // ``changes``: the arguments to approve it with instead of the requested ones.
+  async function decide(id, decision, changes) {
     const approval = room.approvals.get(id);
-    if (!approval || approval.busy) return;
+    if (!approval || approval.busy) return null;
     approval.busy = true;
     approval.error = "";
     shared.render();
-    const result = await api("POST", `${urls.approvals}/${id}/decide`, { decision, surface: "dashboard" });
+    const body = { decision, surface: "dashboard", ...(changes ? { arguments: changes } : {}) };
+    const result = await api("POST", `${urls.approvals}/${id}/decide`, body);
     approval.busy = false;
     if (result.ok) {
       const decided = result.data && (result.data.approval || result.data);
       approval.status = (decided && decided.status) || (decision === "approve" ? "approved" : "rejected");
-    } else {
+      if (decided && decided.approved_arguments !== undefined) approval.approved_arguments = decided.approved_arguments;
+    } else if (!changes) {
       approval.error = errorsOf(result)[0].message;
     }
     shared.render();
-    if (!approval.error) textarea.focus();
+    if (result.ok || !changes) textarea.focus();
+    return result;
   }
+
+  // Approve with changes: a sheet with one field per argument (text as it is, anything else
+  // as JSON); the API checks them against the tool's schema and names what does not fit.
+  const editDialog = $("approval-edit-dialog");
+  const editForm = $("approval-edit-form");
+  let editing = null;
+  function editApproval(id, opener) {
+    const approval = room.approvals.get(id);
+    if (!approval || approval.status !== "pending") return;
+    editing = { id, opener, kinds: {} };
+    const args = (approval.action && approval.action.arguments) || {};
+    $("approval-edit-label").textContent = approval.label || "";
+    const fields = Object.entries(args).map(([name, value], i) => {
+      const text = typeof value === "string";
+      editing.kinds[name] = text ? "text" : "json";
+      const id = `approval-edit-${i}`;
+      const input = make("textarea", { id, name: `arg-${i}`, rows: text && value.length > 60 ? 4 : 1,
+        "data-argument": name });
+      input.value = text ? value : JSON.stringify(value);
+      return make("div", { className: "form-row" },
+        make("label", { for: id, text: text ? name : `${name} (JSON)` }), input);
+    });
+    $("approval-edit-fields").replaceChildren(...fields);
+    showErrors(editForm, []);
+    editDialog.showModal();
+    const first = editForm.querySelector("textarea");
+    if (first) first.focus();
+  }
+  editForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!editing) return;
+    const changes = {};
+    for (const input of editForm.querySelectorAll("[data-argument]")) {
+      const name = input.dataset.argument;
+      if (editing.kinds[name] === "text") { changes[name] = input.value; continue; }
+      try { changes[name] = JSON.parse(input.value); } catch (err) {
+        showErrors(editForm, [{ field: "arguments", message: `${name} is not valid JSON.` }]);
+        input.focus();
+        return;
+      }
+    }
+    const submit = editForm.querySelector("[type=submit]");
+    submit.disabled = true;
+    const result = await decide(editing.id, "approve", changes);
+    submit.disabled = false;
+    if (result && !result.ok) { showErrors(editForm, errorsOf(result)); return; }
+    editDialog.close();
+    editing = null;
+  });
+  editDialog.addEventListener("close", () => {
+    if (editing && editing.opener && editing.opener.isConnected) editing.opener.focus();
+    editing = null;
+  });
 
   // --- the truth from the API -----------------------------------------------------------------
 
@@ -338,7 +395,7 @@
   }
 
   Object.assign(shared, {
-    renderBudget, onRequest, decide, resetTranscript, onMessage, sync, connect, setLive,
+    renderBudget, onRequest, decide, editApproval, resetTranscript, onMessage, sync, connect, setLive,
     socket: () => socket,
   });
 })();

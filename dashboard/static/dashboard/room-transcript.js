@@ -279,9 +279,17 @@
       disabled: Boolean(a.busy), text, "aria-label": `${text}: ${label}`,
     });
     if (pending) {
+      const edit = Object.keys(action.arguments || {}).length
+        ? make("button", { type: "button", className: "button", "data-edit-approval": a.id,
+          disabled: Boolean(a.busy), text: "Edit and approve…", "aria-label": `Edit and approve: ${label}` })
+        : "";
       card.append(make("div", { className: "approval-actions" },
-        button("approve", "Approve", "default"), button("reject", "Reject", "")));
+        button("approve", "Approve", "default"), edit, button("reject", "Reject", "")));
     } else {
+      if (a.approved_arguments) {
+        card.append(make("p", { className: "approval-changed", text: "Approved with these arguments instead:" }),
+          buildArguments(a.approved_arguments) || "");
+      }
       // One line for the decision and what it led to (the line that said it ran, or the
       // refusal); the action's result is a click away, as a tool's is.
       const outcome = outcomes.get(a.id) || {};
