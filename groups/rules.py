@@ -259,7 +259,9 @@ def check_group_change(
 
     Members kept from ``current`` are not re-checked (a removed one may stay or be taken
     out); members added and a newly chosen coordinator are. The two-runnable-members rule
-    applies to the resulting membership only when the set of members changes.
+    applies to the resulting membership only when the change brings a member in or takes out
+    one that can run: taking out members that cannot run (removed, or with no model) is never
+    refused by it, however few can run.
     """
     errors: list[GroupRuleError] = []
     new_name = current.name
@@ -273,7 +275,12 @@ def check_group_change(
         for agent_id in new_members:
             if agent_id not in current.members:
                 errors += _check_brought_in(agent_id, _owned(agents, owner_id, agent_id), "members")
-        membership_changes = set(new_members) != set(current.members)
+        brought_in = set(new_members) - set(current.members)
+        taken_out = set(current.members) - set(new_members)
+        membership_changes = bool(brought_in) or any(
+            (a := _owned(agents, owner_id, agent_id)) is not None and a.can_run
+            for agent_id in taken_out
+        )
     new_coordinator = current.coordinator
     if coordinator is not None and coordinator != current.coordinator:
         new_coordinator = coordinator

@@ -316,7 +316,10 @@ def suspend_for_approval(
     """A tool call that needs approval suspends the whole request until a person decides.
 
     The other calls of the same reply are answered as not run, so nothing else in this turn
-    runs; the approved action itself runs exactly once later.
+    runs; the approved action itself runs exactly once later. A member's pause ends the
+    coordinator's turn too: the other asks of that turn waiting behind the member are
+    answered as not run and leave the queue, so once the member is done the coordinator
+    speaks next (and asks again if it still wants them).
     """
     room = w.room
     for other in pending:
@@ -326,6 +329,17 @@ def suspend_for_approval(
             )
     if results:
         w.append(speaker=speaker, content=results)
+    if queue and queue[0].agent == speaker.pk and queue[0].source == "ask":
+        asked_by = queue[0].asked_by
+        for other in [c for c in queue[1:] if c.source == "ask" and c.asked_by == asked_by]:
+            answer_ask(
+                w,
+                other,
+                "NOT_RUN: not asked — the turn paused for an approval; ask again if it is "
+                "still needed.",
+                is_error=True,
+            )
+            queue.remove(other)
     approval = Approval.objects.create(
         owner_id=room.group.owner_id,
         request=room.request,

@@ -387,3 +387,68 @@ def test_telegram_cannot_carry_changed_arguments_and_unchanged_ones_are_no_chang
         user=owner, approval_id=approval.pk, decision="approve", arguments=dict(same)
     )
     assert decided.approval.approved_arguments is None
+
+
+# --- a paused turn ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_members_pause_ends_the_coordinators_turn_and_its_other_calls_do_not_run(
+    group_factory, owner
+):
+    """Concierge asks Ledger and Advisor in one reply; Ledger's reply writes (waiting for
+    approval) and remembers. The remember call is answered NOT_RUN at once; after the
+    approval, Ledger finishes and the turn is Concierge's — Advisor's ask from the paused
+    turn is answered NOT_RUN and Advisor never speaks."""
+    from groups.services.approvals import approval_execute
+    from tests.groups.helpers import step_until
+
+    write = {"name": "file.write", "arguments": {"title": "Plan", "content": "Save 800."}}
+    remember = {"name": "memory.remember", "arguments": {"text": "Rent 1,400"}}
+    asks = [
+        {"name": "group.ask", "arguments": {"member": "ledger", "request": "Write the plan."}},
+        {"name": "group.ask", "arguments": {"member": "advisor", "request": "Advise."}},
+    ]
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"when": "plan", "reply": {"tool_calls": asks}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Written."},
+                {"reply": {"tool_calls": [write, remember]}},
+            ],
+            "advisor": [{"reply": "Advice."}],
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["file.write", "memory.remember"], approval_tools=["file.write"]
+    )
+    request = request_create(group=group, text="Make a plan.")
+    step_until(request, "awaiting_approval")
+    results = {
+        b["call_id"]: b
+        for m in Message.objects.filter(request=request, kind="turn")
+        for b in m.content
+        if b["type"] == "tool_result"
+    }
+    not_run = [b for b in results.values() if b["content"].startswith("NOT_RUN")]
+    assert len(not_run) == 2, results  # Ledger's remember, and Concierge's ask of Advisor
+    approval = Approval.objects.get(request=request)
+    approval_decide(user=owner, approval_id=approval.pk, decision="approve")
+    assert approval_execute(approval_id=approval.pk) == "executed"
+    step_until(request)
+    assert request.state == "completed"
+    spoke = [
+        m.speaker_agent.handle
+        for m in Message.objects.filter(request=request, kind="turn", speaker_kind="agent")
+        .select_related("speaker_agent")
+        .order_by("seq")
+        if any(b["type"] == "text" and b.get("text") for b in m.content)
+    ]
+    assert spoke == ["ledger", "concierge"], spoke
+    assert not Message.objects.filter(request=request, speaker_agent__handle="advisor").exists()
+    from garden.models import MemoryNote
+
+    assert not MemoryNote.objects.exists()

@@ -227,3 +227,16 @@ def test_registry_handlers_take_the_caller_from_the_trusted_context(team, group,
     assert refused.is_error and refused.code == "MAKER_ONLY"
     as_member = ToolContext(owner_id=owner.pk, agent_id=team["ledger"].pk, conversation_id=0)
     assert tool.handler(as_member, arguments).code == "MAKER_ONLY"
+
+
+def test_the_maker_takes_out_a_removed_member_however_few_can_run(team, group, owner):
+    from garden.services.agents import agent_remove
+
+    agent_remove(agent=team["ledger"])
+    agent_remove(agent=team["advisor"])
+    result = platform_update_group(
+        agent=team["father"],
+        arguments={"group_id": group.pk, "members": ["concierge", "advisor"]},
+    )
+    assert "error" not in result, result
+    assert result["group"]["members"] == ["concierge", "advisor"]

@@ -165,3 +165,22 @@ def test_a_created_group_always_satisfies_the_rules(members, coordinator):
     assert sum(a.can_run for a in chosen) >= 2
     # Listed members keep their order; only a defaulted Concierge is put first.
     assert [m for m in shape.members if m in members] == list(dict.fromkeys(members))
+
+
+def test_members_that_cannot_run_can_always_be_taken_out():
+    # Concierge with two removed members: none but Concierge can run, yet taking one of them
+    # out brings nothing in and takes no runnable member out.
+    stuck = GroupShape("x", (CONCIERGE.id, GONE.id, IDLE.id), CONCIERGE.id)
+    assert check_group_change(
+        owner_id=OWNER, current=stuck, agents=AGENTS, members=[CONCIERGE.id, IDLE.id]
+    ).ok
+    assert check_group_change(
+        owner_id=OWNER, current=stuck, agents=AGENTS, members=[CONCIERGE.id]
+    ).ok
+    # Bringing a member in checks the result, as creation does.
+    weak = GroupShape("x", (CONCIERGE.id, GONE.id), CONCIERGE.id)
+    assert codes(
+        check_group_change(
+            owner_id=OWNER, current=weak, agents=AGENTS, members=[CONCIERGE.id, GONE.id, IDLE.id]
+        )
+    ) == {("members", rules.TOO_FEW_MEMBERS)}
