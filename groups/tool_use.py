@@ -342,6 +342,7 @@ def suspend_for_approval(
             queue.remove(other)
     approval = Approval.objects.create(
         owner_id=room.group.owner_id,
+        group=room.group,
         request=room.request,
         conversation_id=room.request.conversation_id,
         agent=speaker,

@@ -36,6 +36,15 @@ class Approval(models.Model):
         blank=True,
         related_name="approvals",
     )
+    # The group it was asked in, kept when a clear detaches it from its thread and request, so
+    # the group's removal for good takes it (and its Telegram message) with it.
+    group = models.ForeignKey(
+        "groups.Group",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="approvals",
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="approvals")
     tool_call_id = models.CharField(max_length=100)
     action = models.JSONField(help_text="The exact tool call: {name, arguments}.")

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from garden import events
@@ -317,9 +318,9 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
             if group is None or group.deleted_at is None or group.deleted_at >= cutoff:
                 continue
             MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).delete()
-            # Gone for good, approvals too (a clear keeps them detached; a purge does not),
-            # and the files attached in its threads.
-            Approval.objects.filter(conversation__group=group).delete()
+            # Gone for good, approvals too — detached ones of an earlier clear included (they
+            # keep their group) — and the files attached in its threads.
+            Approval.objects.filter(Q(group=group) | Q(conversation__group=group)).delete()
             attachments_delete(conversations=Conversation.objects.filter(group=group))
             Conversation.objects.filter(group=group).delete()
             group.delete()

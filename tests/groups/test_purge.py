@@ -211,3 +211,42 @@ def test_reads_in_a_row_ask_for_the_purge_once(owner, world, clock, monkeypatch)
     clock["now"] += timedelta(seconds=61)
     assert all(purge_due_groups_soon(owner=owner) for _ in range(5))
     assert sent == [owner.pk]
+
+
+def test_approvals_a_clear_detached_go_with_the_group_and_their_telegram_messages(owner, clock):
+    """A clear detaches its approvals (decided, no thread, no request) so a late decision
+    finds them decided; the group's removal for good takes them too, with their Telegram
+    message rows."""
+    from groups.services.groups import group_clear
+    from groups.services.requests import request_create
+    from telegram_approvals.models import TelegramApprovalMessage
+    from tests.groups.conftest import make_group as team
+    from tests.groups.helpers import WRITE, step_until
+
+    group = team(
+        owner,
+        concierge_rules=[],
+        members={"ledger": [{"reply": {"tool_calls": [WRITE]}}], "advisor": []},
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
+    request = request_create(group=group, text="@ledger write it down")
+    step_until(request, "awaiting_approval")
+    approval = Approval.objects.get(request=request)
+    TelegramApprovalMessage.objects.create(
+        approval=approval, chat_id=1, message_id=2, claimed_at=timezone.now()
+    )
+    group_clear(group=group)
+    approval.refresh_from_db()
+    assert (approval.conversation_id, approval.request_id, approval.status) == (
+        None,
+        None,
+        "rejected",
+    )
+    t0 = clock["now"]
+    group_delete(group=group, now=t0)
+    clock["now"] = t0 + timedelta(seconds=61)
+    assert group_purge_expired(owner_id=owner.pk, now=clock["now"]) == 1
+    assert not Approval.objects.filter(pk=approval.pk).exists()
+    assert not TelegramApprovalMessage.objects.exists()
