@@ -339,7 +339,11 @@ REST_FRAMEWORK = {
         "garden.api.auth.SessionAuthentication",
         "garden.api.auth.AccessTokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # An access token does only what its scopes allow (read, write, manage).
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "garden.api.auth.TokenScopes",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "garden.api.errors.exception_handler",
     # JSON only, checked before any view runs (garden/api/parsers.py).

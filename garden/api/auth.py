@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, QueryDict
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import authentication, exceptions, status
+from rest_framework import authentication, exceptions, permissions, status
 from rest_framework.authentication import CSRFCheck
 from rest_framework.request import Request
 
@@ -87,6 +87,35 @@ class AccessTokenAuthentication(authentication.BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return self.keyword
+
+
+class TokenScopes(permissions.BasePermission):
+    """A request made with an access token does only what the token's scopes allow: reads
+    need ``read``, writes ``write``, and a view's ``token_scopes`` (by method) name the
+    others — ``manage`` for what cannot be taken back. A session is not limited here (it
+    has the CSRF pair instead)."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        from garden.models import AccessToken
+
+        token = request.auth
+        if not isinstance(token, AccessToken):
+            return True
+        needed = getattr(view, "token_scopes", {}).get(request.method) or (
+            "read" if request.method in permissions.SAFE_METHODS else "write"
+        )
+        if needed not in (token.scopes or []):
+            raise ScopeRefused(needed)
+        return True
+
+
+class ScopeRefused(exceptions.PermissionDenied):
+    def __init__(self, scope: str) -> None:
+        super().__init__(
+            detail=f"This access token may not do this: it needs the '{scope}' scope. Make one "
+            "with it on the Access tokens page, or do it from the dashboard.",
+            code="TOKEN_SCOPE",
+        )
 
 
 class SessionScheme(OpenApiAuthenticationExtension):

@@ -274,7 +274,7 @@ class MessageOutput(serializers.Serializer):
 class AccessTokenOutput(serializers.ModelSerializer):
     class Meta:
         model = AccessToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at"]
+        fields = ["id", "name", "prefix", "scopes", "created_at", "expires_at", "last_used_at"]
 
 
 class AccessTokenCreatedOutput(AccessTokenOutput):
@@ -286,6 +286,13 @@ class AccessTokenCreatedOutput(AccessTokenOutput):
 
 class AccessTokenInput(serializers.Serializer):
     name = serializers.CharField(max_length=100, help_text="What it is for, e.g. 'CI'.")
+    scopes = serializers.ListField(
+        child=serializers.CharField(max_length=20),
+        required=False,
+        max_length=3,
+        help_text="Some of read, write (messages, decisions, settings), manage (clear, delete, "
+        "restore, archive a group); read and write when none are given.",
+    )
     expires_in_days = serializers.IntegerField(
         required=False,
         allow_null=True,

@@ -3,6 +3,15 @@
 from django.conf import settings
 from django.db import models
 
+# What a token may do: read; write (post messages, decide approvals, change settings); manage
+# (clear, delete, restore, archive a group: what cannot be taken back) — never by default.
+SCOPES = ("read", "write", "manage")
+DEFAULT_SCOPES = ["read", "write"]
+
+
+def default_scopes() -> list[str]:
+    return list(DEFAULT_SCOPES)
+
 
 class AccessToken(models.Model):
     """A bearer token acting as its owner on the API. Only a SHA-256 of the token is kept
@@ -19,6 +28,10 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(
+        default=default_scopes,
+        help_text="What it may do: read, write, manage (clear, delete, restore, archive).",
+    )
 
     class Meta:
         ordering = ["-id"]

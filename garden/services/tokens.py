@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import AccessToken
+from garden.models.tokens import DEFAULT_SCOPES, SCOPES
 from garden.quotas import quota_hold
 
 # "gdn_" says what it is (a secret scanner can match it); 32 random bytes say the rest.
@@ -36,14 +37,29 @@ def token_hash(secret: str) -> str:
 
 
 def token_create(
-    *, owner: AbstractBaseUser, name: str, expires_in_days: int | None = None
+    *,
+    owner: AbstractBaseUser,
+    name: str,
+    expires_in_days: int | None = None,
+    scopes: list[str] | None = None,
 ) -> MadeToken:
     """Make a token for ``owner``. Every token expires: after ``expires_in_days`` (1 to
-    GARDEN_TOKEN_MAX_DAYS), or GARDEN_TOKEN_DEFAULT_DAYS when none is given. The caller has
-    made sure a signed-in person asked for it, with their password (garden.api.views)."""
+    GARDEN_TOKEN_MAX_DAYS), or GARDEN_TOKEN_DEFAULT_DAYS when none is given. It may do what
+    its ``scopes`` say (``garden.models.tokens.SCOPES``; read and write when none are given:
+    ``manage`` is asked for by name). The caller has made sure a signed-in person asked for
+    it, with their password (garden.api.views)."""
     name = name.strip()
     if not name:
         raise ServiceError("NAME_REQUIRED", "Give the token a name.", field="name")
+    scopes = list(DEFAULT_SCOPES) if scopes is None else list(dict.fromkeys(scopes))
+    unknown = [s for s in scopes if s not in SCOPES]
+    if unknown or not scopes:
+        raise ServiceError(
+            "INVALID_SCOPES",
+            f"A token's scopes are some of {', '.join(SCOPES)}"
+            + (f"; not {', '.join(unknown)}." if unknown else "."),
+            field="scopes",
+        )
     longest = settings.GARDEN_TOKEN_MAX_DAYS
     if expires_in_days is None:
         expires_in_days = min(settings.GARDEN_TOKEN_DEFAULT_DAYS, longest)
@@ -62,6 +78,7 @@ def token_create(
             prefix=secret[:PREFIX_CHARS],
             token_hash=token_hash(secret),
             expires_at=timezone.now() + timedelta(days=expires_in_days),
+            scopes=scopes,
         )
         quota_hold(
             owner_id=owner.pk,

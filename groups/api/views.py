@@ -90,6 +90,9 @@ class GroupStarterApi(APIView):
 
 
 class GroupDetailApi(APIView):
+    # What cannot be taken back: not with a token that lacks the manage scope.
+    token_scopes = {"DELETE": "manage"}
+
     @extend_schema(
         tags=TAGS,
         responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
@@ -126,6 +129,9 @@ class GroupDetailApi(APIView):
 
 
 class GroupRestoreApi(APIView):
+    # What cannot be taken back: not with a token that lacks the manage scope.
+    token_scopes = {"POST": "manage"}
+
     @extend_schema(
         tags=TAGS,
         request=None,
@@ -143,6 +149,9 @@ class GroupRestoreApi(APIView):
 
 
 class GroupClearApi(APIView):
+    # What cannot be taken back: not with a token that lacks the manage scope.
+    token_scopes = {"POST": "manage"}
+
     @extend_schema(
         tags=TAGS,
         request=None,
@@ -157,6 +166,9 @@ class GroupClearApi(APIView):
 
 
 class GroupArchiveApi(APIView):
+    # What cannot be taken back: not with a token that lacks the manage scope.
+    token_scopes = {"POST": "manage"}
+
     @extend_schema(
         tags=TAGS,
         request=None,

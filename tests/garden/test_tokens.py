@@ -252,3 +252,52 @@ def test_a_sign_in_that_upgrades_the_hash_is_not_a_password_change(made, owner, 
     owner.refresh_from_db()
     assert owner.password.startswith("md5$")  # upgraded
     assert bearer(made["token"]).get("/api/groups").status_code == 200
+
+
+# --- scopes ---------------------------------------------------------------------------------
+
+
+def test_a_token_does_only_what_its_scopes_allow_and_manage_is_never_a_default(owner):
+    from django.test import Client
+
+    from garden.services.tokens import token_create
+    from groups.models import Group
+    from tests.groups.conftest import make_group
+
+    group = make_group(owner, concierge_rules=[], members={"ledger": [], "advisor": []})
+    default = token_create(owner=owner, name="ci").secret
+    reader = token_create(owner=owner, name="r", scopes=["read"]).secret
+    manager = token_create(owner=owner, name="m", scopes=["read", "write", "manage"]).secret
+
+    def call(secret, method, path, body=None):
+        client = Client()
+        return getattr(client, method)(
+            path, body or {}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+        )
+
+    assert call(reader, "get", f"/api/groups/{group.pk}").status_code == 200
+    denied = call(reader, "patch", f"/api/groups/{group.pk}", {"name": "x"})
+    assert denied.status_code == 403 and denied.json()["code"] == "TOKEN_SCOPE"
+    assert call(default, "patch", f"/api/groups/{group.pk}", {"name": "Renamed"}).status_code == 200
+    for method, path in (
+        ("post", f"/api/groups/{group.pk}/clear"),
+        ("post", f"/api/groups/{group.pk}/archive"),
+        ("delete", f"/api/groups/{group.pk}"),
+    ):
+        refused = call(default, method, path)
+        assert refused.status_code == 403 and refused.json()["code"] == "TOKEN_SCOPE", path
+        assert "'manage'" in refused.json()["message"]
+    group.refresh_from_db()
+    assert (group.name, group.archived_at, group.deleted_at) == ("Renamed", None, None)
+    assert call(manager, "delete", f"/api/groups/{group.pk}").status_code == 200
+    assert Group.objects.get(pk=group.pk).deleted_at is not None
+    assert call(manager, "post", f"/api/groups/{group.pk}/restore").status_code == 200
+
+
+def test_scopes_are_checked_when_the_token_is_made(api, made):
+    assert made["scopes"] == ["read", "write"]
+    bad = api.post("/api/tokens", {"name": "x", "password": PW, "scopes": ["all"]})
+    assert bad.status_code == 400 and bad.json()["code"] == "INVALID_SCOPES"
+    empty = api.post("/api/tokens", {"name": "x", "password": PW, "scopes": []})
+    assert empty.json()["code"] == "INVALID_SCOPES"
+    assert AccessToken.objects.count() == 1

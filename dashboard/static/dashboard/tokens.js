@@ -16,6 +16,7 @@
     const result = await api("POST", "/api/tokens", {
       name: form.elements.name.value.trim(),
       expires_in_days: days ? Number(days) : null,
+      scopes: [...form.querySelectorAll("input[name=scopes]:checked")].map((box) => box.value),
       password: form.elements.password.value,
     });
     form.elements.password.value = "";
