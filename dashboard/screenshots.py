@@ -8,6 +8,7 @@ Debian's headless Chromium write PNGs to ``docs/screenshots/`` (the README shows
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -165,7 +166,7 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     page.get_by_role("button", name="Send").click()
     expect(page.locator(".approval")).to_be_visible()
     save(page, "room-approval")
-    page.locator(".approval").get_by_role("button", name="Approve", exact=False).click()
+    page.locator(".approval").get_by_role("button", name=re.compile("^Approve")).click()
     expect(page.locator("#budget")).to_contain_text("Completed")
 
     page.get_by_role("button", name="Group menu").click()
@@ -174,6 +175,15 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     page.locator("#canvas-list .artifact", has_text="Savings plan").click()
     expect(page.locator("#canvas-view")).to_be_visible()
     save(page, "room-canvas")
+
+    # One agent's own room, from the roster: Scribe asks to write, its card waits inline.
+    page.goto("/dashboard/")
+    page.locator("#agent-list").get_by_role("link", name=re.compile("Scribe")).click()
+    expect(page.locator("#live")).to_have_text("Live")
+    page.get_by_label("Message to Scribe").fill("Please write the plan down.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator(".approval")).to_be_visible()
+    save(page, "agent-room")
 
     concierge = seeded["demo"].agents.get(handle="concierge")
     page.goto(f"/dashboard/agents/{concierge.pk}/")
