@@ -28,8 +28,8 @@ from tests.groups.helpers import (
     openai_reply,
     pdf_bytes,
     png_bytes,
+    step_until,
 )
-from tests.groups.test_loop_budget import _run_inline
 
 pytestmark = pytest.mark.django_db
 
@@ -279,7 +279,7 @@ def asked(group, text: str, *, chart: bytes, lease: bytes) -> list[Artifact]:
         text=text,
         attachments=[Upload("chart.png", chart), Upload("lease.pdf", lease)],
     )
-    _run_inline(request)
+    step_until(request, limit=40)
     assert request.state == "completed", request.outcome
     return list(Artifact.objects.order_by("id"))
 
@@ -353,7 +353,7 @@ def test_an_account_that_says_images_false_gets_the_line_reference(group, owner,
     account.save(update_fields=["options"])
     provider_server.reply(200, openai_reply("I can only read text."))
     request = request_create(group=group, text="See this.", attachments=[Upload("c.png", PNG)])
-    _run_inline(request)
+    step_until(request, limit=40)
     assert request.state == "completed", request.outcome
     picture = Artifact.objects.get()
     contents = [m["content"] for m in user_messages(provider_server.requests[0].body)]
@@ -372,7 +372,7 @@ def test_only_the_most_recent_pictures_are_carried(group, owner, provider_server
         text="Three pictures.",
         attachments=[Upload(f"p{i}.png", png_bytes(rgb=c)) for i, c in enumerate(colours)],
     )
-    _run_inline(request)
+    step_until(request, limit=40)
     urls = [
         p["image_url"]["url"]
         for p in openai_parts(provider_server.requests[0].body)
@@ -406,7 +406,7 @@ def test_another_owners_or_groups_picture_is_never_sent(
         for a in foreign
     ]
     request.message.save(update_fields=["content"])
-    _run_inline(request)
+    step_until(request, limit=40)
     body = str(provider_server.requests[0].body)
     assert "image_url" not in body and "base64" not in body
     assert all(f"(artifact {a.pk})" in body or f"[artifact {a.pk} " in body for a in foreign)
@@ -478,7 +478,7 @@ def test_over_the_cap_pictures_become_line_references_before_any_bytes_are_loade
     assert any(b.data == PNG for m in whole.messages for b in m.content if hasattr(b, "data"))
     group.room_cap_chars = whole.char_count() - 50
     group.save(update_fields=["room_cap_chars"])
-    _run_inline(request)
+    step_until(request, limit=40)
     assert request.state == "completed", request.outcome
     picture = Artifact.objects.get()
     body = provider_server.requests[0].body

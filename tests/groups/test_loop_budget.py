@@ -14,7 +14,7 @@ from groups.services.requests import request_create
 from groups.step import advance_request
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import ScriptedServer
-from tests.groups.helpers import on_server, openai_reply, tool_names
+from tests.groups.helpers import on_server, openai_reply, step_until, tool_names
 
 ASK_LEDGER = {
     "name": "group.ask",
@@ -268,7 +268,7 @@ def test_a_mention_in_generated_text_schedules_nothing(
         },
     )
     request = request_create(group=group, text="Go.")
-    _run_inline(request)
+    step_until(request, limit=40)
     assert not Message.objects.filter(request=request, speaker_agent__handle="advisor").exists()
     assert request.state == "completed"
 
@@ -286,20 +286,6 @@ def advance_uncontended(request_id: int, fence: int) -> str:
         except LockContended:
             time.sleep(0.05)
     raise AssertionError("the group lock was never released")
-
-
-def _run_inline(request, limit: int = 40):
-    """Drive the steps in this thread (no worker): enough for routing logic without crashes."""
-    from groups.services.requests import request_start_next
-
-    request_start_next(group_id=request.group_id)
-    for _ in range(limit):
-        request.refresh_from_db()
-        if request.is_finished:
-            return
-        fence = request.fence
-        advance_request(request_id=request.pk, fence=fence)
-    raise AssertionError("request did not finish")
 
 
 @pytest.mark.django_db
