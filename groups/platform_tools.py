@@ -15,7 +15,6 @@ from typing import Any
 
 import jsonschema
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError
 
 from garden.api.serializers import AgentInput
 from garden.errors import ServiceError
@@ -242,8 +241,6 @@ def platform_create_agent(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
             return _error("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", "model_account")
     else:
         account = scripted_account_for(owner=owner)
-    if Agent.objects.filter(owner=owner, handle=v["handle"]).exists():
-        return _error("HANDLE_TAKEN", f"@{v['handle']} is taken.", "handle")
     try:
         made = agent_create(
             owner=owner,
@@ -256,8 +253,6 @@ def platform_create_agent(*, agent: Agent, arguments: dict[str, Any]) -> dict[st
         )
     except ServiceError as exc:
         return _service_error(exc)
-    except IntegrityError:
-        return _error("HANDLE_TAKEN", f"@{v['handle']} is taken.", "handle")
     except ValidationError as exc:
         field, messages = next(iter(exc.message_dict.items()))
         return _error(INVALID_ARGUMENTS, str(messages[0]), field)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from django.db import IntegrityError
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.request import Request
@@ -135,22 +134,17 @@ class AgentListCreateApi(APIView):
         else:
             account = scripted_account_for(owner=request.user)
         allow = _owned_agents(request, v["delegation_allowlist"])
-        if Agent.objects.filter(owner=request.user, handle=v["handle"]).exists():
-            raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle")
-        try:
-            agent = agent_create(
-                owner=request.user,
-                handle=v["handle"],
-                name=v["name"],
-                model_account=account,
-                instructions=v["instructions"],
-                colour=v.get("colour"),
-                enabled_tools=v["enabled_tools"],
-                approval_tools=v["approval_tools"],
-                delegation_allowlist=allow,
-            )
-        except IntegrityError as exc:  # a concurrent create took the handle
-            raise ApiError("HANDLE_TAKEN", f"@{v['handle']} is taken.", field="handle") from exc
+        agent = agent_create(
+            owner=request.user,
+            handle=v["handle"],
+            name=v["name"],
+            model_account=account,
+            instructions=v["instructions"],
+            colour=v.get("colour"),
+            enabled_tools=v["enabled_tools"],
+            approval_tools=v["approval_tools"],
+            delegation_allowlist=allow,
+        )
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
 
 

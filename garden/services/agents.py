@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from garden.errors import FieldError, QuotaExceeded, ServiceError
@@ -137,10 +137,17 @@ def agent_create(
     approval_tools: list[str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
-    """Create an agent; the caller has validated ownership of ``model_account``."""
+    """Create an agent; the caller has validated ownership of ``model_account``. A handle
+    the owner has already is refused (HANDLE_TAKEN), a concurrent create's too."""
     agent_tools_check(
         builtin="", enabled_tools=enabled_tools or [], approval_tools=approval_tools or []
     )
+
+    def taken() -> ServiceError:
+        return ServiceError("HANDLE_TAKEN", f"@{handle} is taken.", field="handle")
+
+    if Agent.objects.filter(owner=owner, handle=handle).exists():
+        raise taken()
     agent = Agent(
         owner=owner,
         handle=handle,
@@ -153,19 +160,22 @@ def agent_create(
     )
     agent.full_clean()
     limit = settings.GARDEN_MAX_AGENTS_PER_OWNER
-    with transaction.atomic():
-        agent.save()
-        if delegation_allowlist:
-            agent.delegation_allowlist.set(delegation_allowlist)
-        quota_hold(
-            owner_id=owner.pk,
-            limit=limit,
-            count=Agent.objects.filter(owner=owner, removed_at__isnull=True).count,
-            refusal=lambda: QuotaExceeded(
-                "AGENT_LIMIT",
-                f"You have {limit} agents, the limit on this site; remove one to make another.",
-            ),
-        )
+    try:
+        with transaction.atomic():
+            agent.save()
+            if delegation_allowlist:
+                agent.delegation_allowlist.set(delegation_allowlist)
+            quota_hold(
+                owner_id=owner.pk,
+                limit=limit,
+                count=Agent.objects.filter(owner=owner, removed_at__isnull=True).count,
+                refusal=lambda: QuotaExceeded(
+                    "AGENT_LIMIT",
+                    f"You have {limit} agents, the limit on this site; remove one to make another.",
+                ),
+            )
+    except IntegrityError as exc:  # a concurrent create took the handle
+        raise taken() from exc
     return agent
 
 
