@@ -21,6 +21,7 @@ from garden import events
 from garden.models import Conversation
 from garden.runtime import RunContext, current_run_context, runtime_root
 from garden.services.conversations import message_append, text_block
+from groups.selectors import solo_room_of
 
 from .models import PendingRecord
 from .paths import inbox_relative, records_path
@@ -228,7 +229,10 @@ def _emit_to_conversation(
                         "origin",
                     )
                 )
-            channel = events.group_channel(conversation.group_id) if conversation.group_id else None
+            # A group's thread, or a 1:1 conversation in its agent's own room (if it has one).
+            room = solo_room_of(conversation=conversation)
+            room_id = conversation.group_id or (room.pk if room else None)
+            channel = events.group_channel(room_id) if room_id else None
             message = message_append(
                 conversation_id=conversation_id,
                 speaker_kind="garden",

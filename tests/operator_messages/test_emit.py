@@ -330,3 +330,20 @@ def test_io_error_when_the_runs_directory_is_a_file(runtime):
         result = emit_tend_survey("hi")
     assert (result.ok, result.code) == (False, "IO_ERROR")
     assert snapshot(runtime) == before
+
+
+def test_a_turn_in_a_one_to_one_conversation_reaches_its_agents_room_live(
+    runtime, conversation, django_capture_on_commit_callbacks
+):
+    """The agent's room carries its 1:1 conversations' events, the gardener's turn too."""
+    from groups.services.requests import solo_room_for
+    from tests.groups.helpers import listen, next_events
+
+    room = solo_room_for(agent_id=conversation.agent_id)
+    layer, channel = listen(room.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        with in_run("durable", origin=origin_of(conversation), owner=conversation.owner):
+            assert emit_recently_concluded("The tax return is filed.").ok
+    [event] = next_events(layer, channel)
+    assert event["type"] == "message.created"
+    assert event["message"]["conversation"] == conversation.pk
