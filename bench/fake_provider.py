@@ -43,7 +43,9 @@ from typing import Any
 
 import httpx
 
-SYNTHESIS_MARK = "Write the one consolidated answer"
+# The end of the reserved answer's instruction, a group's and one agent's alike
+# (groups/projection.py SYNTHESIS_INSTRUCTION, SOLO_SYNTHESIS_INSTRUCTION).
+SYNTHESIS_MARK = "Start no new work: no tools are available for this answer."
 DEFAULTS: dict[str, Any] = {
     "latency": 1.0,
     "jitter": 0.0,
