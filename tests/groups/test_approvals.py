@@ -146,11 +146,10 @@ def test_stop_then_approve_is_refused_and_nothing_runs(celery_worker_thread, wri
 @pytest.mark.django_db(transaction=True)
 def test_fifty_concurrent_duplicate_approvals_run_the_action_once(writing_group, owner):
     from groups.services.approvals import approval_execute
-    from tests.groups.test_loop_budget import _run_inline
+    from tests.groups.helpers import step_until
 
     request = request_create(group=writing_group, text="Write down the savings plan.")
-    with pytest.raises(AssertionError):
-        _run_inline(request, limit=6)  # stops at the approval, which is not "finished"
+    step_until(request, "awaiting_approval")
     approval = Approval.objects.get(request=request, status="pending")
     results, errors = [], []
     barrier = threading.Barrier(50)
@@ -184,12 +183,11 @@ def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(
     from celery.contrib.testing.worker import start_worker
 
     from config.celery import app
-    from tests.groups.test_loop_budget import _run_inline
+    from tests.groups.helpers import step_until
 
     app.control.purge()
     request = request_create(group=writing_group, text="Write down the savings plan.")
-    with pytest.raises(AssertionError):
-        _run_inline(request, limit=6)
+    step_until(request, "awaiting_approval")
     approval = Approval.objects.get(request=request, status="pending")
     approval_decide(user=owner, approval_id=approval.pk, decision="approve", surface="telegram")
     time.sleep(0.5)

@@ -14,8 +14,7 @@ from groups.services.groups import group_clear
 from groups.services.requests import request_create, request_stop_active
 from groups.tasks import advance_request, after_request, start_next_request
 from tests.conftest import wait_for
-from tests.groups.helpers import on_server, openai_reply
-from tests.groups.test_loop_budget import _run_inline
+from tests.groups.helpers import on_server, openai_reply, step_until
 
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Check what we know."}}
 MARKER = "PRIVATE-MARKER-7f3a9"
@@ -191,7 +190,7 @@ def _full_room_then_another_request(group_factory, owner, reached: str):
     group.room_cap_chars = 3_000
     group.save(update_fields=["room_cap_chars"])
     first = request_create(group=group, text="Plan the savings. " + "p" * 2_900)
-    _run_inline(first)
+    step_until(first, limit=40)
     assert first.state == "completed"
     second = request_create(group=group, text="Write it down.")
     start_next_request(group.pk)
