@@ -113,7 +113,7 @@ def test_an_action_is_approved_with_changes_from_its_card(open_page, owner, ledg
     send(page, ledger, "Write down the plan.")
     card = page.locator(".approval")
     expect(card).to_contain_text("Ledger wants to write Plan")
-    card.get_by_role("button", name=re.compile("^Edit and approve")).click()
+    card.get_by_role("button", name=re.compile("^Edit before approving")).click()
     sheet = page.get_by_role("dialog", name="Approve with changes")
     expect(sheet).to_be_visible()
     assert_accessible(page)

@@ -281,7 +281,7 @@
     if (pending) {
       const edit = Object.keys(action.arguments || {}).length
         ? make("button", { type: "button", className: "button", "data-edit-approval": a.id,
-          disabled: Boolean(a.busy), text: "Edit and approve…", "aria-label": `Edit and approve: ${label}` })
+          disabled: Boolean(a.busy), text: "Edit…", "aria-label": `Edit before approving: ${label}` })
         : "";
       card.append(make("div", { className: "approval-actions" },
         button("approve", "Approve", "default"), edit, button("reject", "Reject", "")));
