@@ -118,3 +118,33 @@ def test_the_roster_and_a_formatted_reply_fit_a_phone(open_page, owner, live_wor
     expect(turn.locator("strong")).to_have_text("Net 1,050.")
     assert_fits(page)  # the code block and the table scroll inside the turn, not the page
     assert_accessible(page)
+
+
+def test_an_agents_room_and_its_edit_sheet_fit_a_phone(open_page, owner, live_worker):
+    """One agent's room at 390 px: its header (face, name, Settings), its waiting approval
+    with Approve, Edit… and Reject, and the edit sheet, none wider than the screen."""
+    import re
+
+    from tests.groups.helpers import writer
+
+    agent = writer(owner, handle="scribe")
+    page = open_page(owner, f"/dashboard/agents/{agent.pk}/room/")
+    page.set_viewport_size(PHONE)
+    expect(page.locator("#live")).to_have_text("Live")
+    page.get_by_label("Message to Scribe").fill("Please write the plan down.")
+    page.get_by_role("button", name="Send").click()
+    card = page.locator(".approval")
+    expect(card.get_by_role("button", name=re.compile("^Approve"))).to_be_visible()
+    expect(page.get_by_role("link", name="Scribe's settings")).to_be_in_viewport()
+    assert_fits(page)
+    for name in ("^Approve", "^Edit before approving", "^Reject"):
+        box = card.get_by_role("button", name=re.compile(name)).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name
+    assert_accessible(page)
+    card.get_by_role("button", name=re.compile("^Edit before approving")).click()
+    sheet = page.get_by_role("dialog", name="Approve with changes")
+    expect(sheet).to_be_visible()
+    box = sheet.bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    expect(sheet.get_by_role("button", name="Approve with these")).to_be_in_viewport()
+    assert_accessible(page)
