@@ -438,6 +438,21 @@ GARDEN_TURN_MAX_CHARS = min(
 # last one, and stops after this many characters: the turn lands whole when the call ends.
 GARDEN_DRAFT_MAX_CHARS = env.int("GARDEN_DRAFT_MAX_CHARS", default=20_000)
 
+# --- MCP servers -----------------------------------------------------------------------------
+# Owners add remote MCP servers (Streamable HTTP; their URLs pass the egress policy, see
+# GARDEN_EGRESS_ALLOW_MCP) and enable their tools on agents (docs/tools.md). Each owner has at
+# most GARDEN_MAX_MCP_SERVERS_PER_OWNER; a call (or a listing) gives up after
+# GARDEN_MCP_TIMEOUT seconds and refuses an answer larger than GARDEN_MCP_MAX_RESULT_BYTES.
+GARDEN_MAX_MCP_SERVERS_PER_OWNER = env.int("GARDEN_MAX_MCP_SERVERS_PER_OWNER", default=10)
+GARDEN_MCP_TIMEOUT = env.float("GARDEN_MCP_TIMEOUT", default=30.0)
+GARDEN_MCP_MAX_RESULT_BYTES = env.int("GARDEN_MCP_MAX_RESULT_BYTES", default=4_000_000)
+# Servers the operator offers, like GARDEN_CREDENTIALS: a JSON object of name ->
+# {"url": …, "headers": {"Authorization": "env:VAR"}, "users": "*" | [usernames], "groups": […]}
+# or, the operator's alone, a local server over stdio: {"command": …, "args": […], "env": {…}}.
+GARDEN_MCP_SERVERS = (
+    env.json("GARDEN_MCP_SERVERS") if env.str("GARDEN_MCP_SERVERS", default="").strip() else {}
+)
+
 # --- egress ---------------------------------------------------------------------------------
 # Outbound requests an owner can direct (a model account's base URL, http.fetch) never reach
 # loopback, private, link-local, unique-local, multicast or metadata addresses, except the
@@ -448,6 +463,9 @@ GARDEN_EGRESS_ALLOW = env.list("GARDEN_EGRESS_ALLOW", default=[])
 GARDEN_EGRESS_ALLOW_PROVIDERS = env.list("GARDEN_EGRESS_ALLOW_PROVIDERS", default=[])
 # The same for the Telegram Bot API only (a self-hosted Bot API server on the private network).
 GARDEN_EGRESS_ALLOW_TELEGRAM = env.list("GARDEN_EGRESS_ALLOW_TELEGRAM", default=[])
+# The same for owners' MCP servers only (an MCP server on the private network that owners may
+# add, without opening it to http.fetch).
+GARDEN_EGRESS_ALLOW_MCP = env.list("GARDEN_EGRESS_ALLOW_MCP", default=[])
 # Name lookups (garden/egress/resolver.py): each runs on a thread of its own, at most
 # GARDEN_EGRESS_DNS_PER_OWNER at once for one owner and one purpose, and at most the pool of
 # its purpose per process, so a name that never answers costs only the owner who named it and

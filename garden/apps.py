@@ -16,7 +16,7 @@ class GardenConfig(AppConfig):
         from celery.signals import worker_ready, worker_shutdown
 
         from . import checks, heartbeat, signals  # noqa: F401
-        from .tools import files, memory, web  # noqa: F401  (each registers its tools)
+        from .tools import files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         make_var_folders()
         # Every worker process, however started, beats while it runs (garden/heartbeat.py).

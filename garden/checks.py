@@ -40,6 +40,7 @@ _ALLOWLISTS = (
     "GARDEN_EGRESS_ALLOW",
     "GARDEN_EGRESS_ALLOW_PROVIDERS",
     "GARDEN_EGRESS_ALLOW_TELEGRAM",
+    "GARDEN_EGRESS_ALLOW_MCP",
 )
 _LOOPBACK: tuple[Network, ...] = (
     ipaddress.ip_network("127.0.0.0/8"),

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.utils.functional import SimpleLazyObject
 
 from garden import credentials
-from garden.models import Agent, Conversation, Message, ModelAccount
+from garden.models import Agent, Conversation, McpServer, Message, ModelAccount
 from garden.providers.types import AccountConfig, CredentialError
 
 
@@ -117,3 +117,7 @@ def account_key_status(account: ModelAccount) -> dict[str, Any]:
         "problem": problem or None,
         "label": label,
     }
+
+
+def mcp_server_list(*, owner: AbstractBaseUser) -> QuerySet[McpServer]:
+    return McpServer.objects.filter(owner=owner)

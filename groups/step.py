@@ -29,7 +29,7 @@ from garden.providers import (
 from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.slots import HeldSlot, slot_backoff, slot_hold
-from garden.tools import ToolOutcome
+from garden.tools import ToolOutcome, needs_approval
 from garden.transcript import blocks_to_json
 from groups import budget, row_locks, scheduling, tool_use
 from groups.asks import ask, begin_synthesis, member_finished, request_help, skip_member
@@ -442,7 +442,19 @@ def _record(
                 results += request_help(w, speaker, call, queue)
             else:
                 pending.append(call)
-        approval_call = next((c for c in pending if c.name in (speaker.approval_tools or [])), None)
+        approval_call = next(
+            (
+                c
+                for c in pending
+                if needs_approval(
+                    name=c.name,
+                    approval_tools=speaker.approval_tools,
+                    tool_approvals=speaker.tool_approvals,
+                    owner_id=room.group.owner_id,
+                )
+            ),
+            None,
+        )
         if approval_call is not None:
             return suspend_for_approval(w, speaker, approval_call, pending, results, queue)
         if results:

@@ -13,6 +13,7 @@ from garden import egress, events
 from garden.errors import QuotaExceeded
 from garden.models import Agent, Approval, Artifact, Message
 from garden.providers import ToolCall, ToolSpec
+from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
@@ -42,7 +43,7 @@ def tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
     names += [n for n in speaker.enabled_tools if n not in names]
     specs = []
     for name in names:
-        tool = get_tool(name)
+        tool = get_tool(name, owner_id=room.group.owner_id)
         if tool is not None:
             specs.append(tool.spec)
     return tuple(specs)
@@ -125,6 +126,10 @@ def run_tools(
                         "is_error": out.is_error,
                     }
                 )
+                # What the tool made (an MCP tool's picture) stands on the Canvas.
+                blocks += [
+                    artifact_ref_block(a) for a in Artifact.objects.filter(pk__in=out.artifacts)
+                ]
         w.append(speaker=speaker, content=blocks)
         if too_large:
             return _controlled_stop(w, speaker, queue, too_large)
@@ -294,7 +299,7 @@ def _controlled_stop(
 
 
 def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
-    tool = get_tool(call.name)
+    tool = get_tool(call.name, owner_id=room.group.owner_id)
     if tool is None or tool.loop_handled or call.name not in (speaker.enabled_tools or []):
         return ToolOutcome(
             f"TOOL_NOT_AVAILABLE: @{speaker.handle} has no tool {call.name!r} here.",

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from garden.budgets import budget_usage
 from garden.models import AccessToken, Agent, Conversation, ModelAccount
 from garden.selectors import account_key_status
+from garden.tools import APPROVAL_POLICIES
 
 # An agent's instructions travel with every call it makes: long enough for a real brief.
 INSTRUCTIONS_MAX_CHARS = 20_000
@@ -160,6 +161,7 @@ class AgentOutput(serializers.ModelSerializer):
             "model_account",
             "enabled_tools",
             "approval_tools",
+            "tool_approvals",
             "delegation_allowlist",
             "builtin",
             "can_run",
@@ -194,6 +196,12 @@ class AgentInput(serializers.Serializer):
     approval_tools = serializers.ListField(
         child=serializers.CharField(max_length=80), required=False, default=list, max_length=50
     )
+    tool_approvals = serializers.DictField(
+        child=serializers.ChoiceField(choices=APPROVAL_POLICIES),
+        required=False,
+        default=dict,
+        help_text="Each enabled MCP tool's approval: always, never or annotations (the default).",
+    )
     delegation_allowlist = serializers.ListField(
         child=serializers.SlugField(max_length=40, error_messages=HANDLE_MESSAGES),
         required=False,
@@ -216,6 +224,9 @@ class AgentChangeInput(serializers.Serializer):
     )
     approval_tools = serializers.ListField(
         child=serializers.CharField(max_length=80), required=False, max_length=50
+    )
+    tool_approvals = serializers.DictField(
+        child=serializers.ChoiceField(choices=APPROVAL_POLICIES), required=False
     )
     delegation_allowlist = serializers.ListField(
         child=serializers.SlugField(max_length=40, error_messages=HANDLE_MESSAGES),
@@ -305,3 +316,49 @@ class AccessTokenInput(serializers.Serializer):
         trim_whitespace=False,
         help_text="Your current password: a session alone cannot make a token.",
     )
+
+
+class McpToolOutput(serializers.Serializer):
+    name = serializers.CharField(help_text="The tool's name on its server.")
+    agent_tool = serializers.CharField(help_text="mcp.<server>.<tool>: what agents enable.")
+    description = serializers.CharField()
+    input_schema = serializers.JSONField()
+    annotations = serializers.JSONField()
+    unusable = serializers.CharField(
+        required=False, help_text="Why the tool cannot be offered to a model, when it cannot."
+    )
+
+
+class McpServerOutput(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="null for a server the site offers.")
+    name = serializers.CharField()
+    url = serializers.CharField(help_text="Empty for a local server the site runs.")
+    offered_by = serializers.ChoiceField(choices=["owner", "operator"])
+    header_names = serializers.ListField(
+        child=serializers.CharField(), help_text="The stored headers' names; values never return."
+    )
+    tools = McpToolOutput(many=True)
+    refreshed_at = serializers.DateTimeField(allow_null=True)
+    headers_cleared = serializers.BooleanField(required=False)
+
+
+class McpServerInput(serializers.Serializer):
+    name = serializers.CharField(max_length=20)
+    url = serializers.CharField(max_length=500)
+    headers = serializers.DictField(
+        child=serializers.CharField(max_length=4096, allow_blank=True),
+        required=False,
+        help_text="Sent with every request; stored encrypted and never returned.",
+    )
+    bearer_token = serializers.CharField(
+        max_length=4096, required=False, write_only=True, help_text="Sent as Authorization: Bearer."
+    )
+
+
+class McpServerChangeInput(serializers.Serializer):
+    url = serializers.CharField(max_length=500, required=False)
+    headers = serializers.DictField(
+        child=serializers.CharField(max_length=4096, allow_blank=True), required=False
+    )
+    bearer_token = serializers.CharField(max_length=4096, required=False, write_only=True)
+    clear_headers = serializers.BooleanField(required=False, default=False)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import artifacts, views
+from . import artifacts, mcp, views
 
 urlpatterns = [
     path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
@@ -20,6 +20,13 @@ urlpatterns = [
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("agents/<int:agent_id>", views.AgentDetailApi.as_view(), name="agent"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
+    path("mcp-servers", mcp.McpServerListCreateApi.as_view(), name="mcp-servers"),
+    path("mcp-servers/<int:server_id>", mcp.McpServerDetailApi.as_view(), name="mcp-server"),
+    path(
+        "mcp-servers/<int:server_id>/refresh",
+        mcp.McpServerRefreshApi.as_view(),
+        name="mcp-server-refresh",
+    ),
     path("artifacts", artifacts.ArtifactListApi.as_view(), name="artifacts"),
     path("artifacts/<int:artifact_id>", artifacts.ArtifactDetailApi.as_view(), name="artifact"),
 ]

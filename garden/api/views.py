@@ -143,6 +143,7 @@ class AgentListCreateApi(APIView):
             colour=v.get("colour"),
             enabled_tools=v["enabled_tools"],
             approval_tools=v["approval_tools"],
+            tool_approvals=v["tool_approvals"],
             delegation_allowlist=allow,
         )
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)

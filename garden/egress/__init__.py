@@ -19,7 +19,17 @@ URL, ``http.fetch``), and the Telegram Bot API's, goes through one client built 
   owner's name that never answers delays no one else's.
 """
 
-from garden.egress.client import EgressBackend, build_client, iter_capped, read_capped, shared
+from garden.egress.client import (
+    AsyncEgressBackend,
+    BodyTooLarge,
+    EgressBackend,
+    ReadBudget,
+    build_async_client,
+    build_client,
+    iter_capped,
+    read_capped,
+    shared,
+)
 from garden.egress.deadline import deadline
 from garden.egress.policy import (
     METADATA_NETWORKS,
@@ -41,12 +51,16 @@ __all__ = [
     "METADATA_NETWORKS",
     "Address",
     "Allowlist",
+    "AsyncEgressBackend",
+    "BodyTooLarge",
     "EgressBackend",
     "EgressRefused",
     "Network",
     "Purpose",
+    "ReadBudget",
     "Resolver",
     "allowlist_for",
+    "build_async_client",
     "build_client",
     "check_host",
     "check_url",

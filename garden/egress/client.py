@@ -125,6 +125,132 @@ def build_client(
     )
 
 
+class ReadBudget:
+    """How many bytes the connections of one async client may read in all; past it, the read
+    raises ``BodyTooLarge`` and ``exceeded`` says so (a caller may cancel its work at once with
+    ``on_exceeded``)."""
+
+    def __init__(self, max_bytes: int, on_exceeded: Any = None) -> None:
+        self.left = max_bytes
+        self.max_bytes = max_bytes
+        self.exceeded = False
+        self.on_exceeded = on_exceeded
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            self.exceeded = True
+            if self.on_exceeded is not None:
+                self.on_exceeded()
+            raise BodyTooLarge(f"more than {self.max_bytes:,} bytes were sent back.")
+
+
+class BodyTooLarge(httpcore.ReadError):
+    """A read past a ``ReadBudget``."""
+
+
+class _AsyncDeadlineStream(httpcore.AsyncNetworkStream):
+    """The async twin of ``_DeadlineStream``; its reads also count against a ``ReadBudget``."""
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream, budget: ReadBudget | None) -> None:
+        self._stream = stream
+        self._budget = budget
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        data = await self._stream.read(max_bytes, clamp(timeout, httpcore.ReadTimeout))
+        if self._budget is not None:
+            self._budget.spend(len(data))
+        return data
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, clamp(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        return _AsyncDeadlineStream(
+            await self._stream.start_tls(
+                ssl_context, server_hostname, clamp(timeout, httpcore.ConnectTimeout)
+            ),
+            self._budget,
+        )
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class AsyncEgressBackend(httpcore.AsyncNetworkBackend):
+    """``EgressBackend`` for async clients (the MCP SDK's): the same check of every address
+    before a connection, to exactly the address checked, within the same deadline."""
+
+    def __init__(self, purpose: Purpose, budget: ReadBudget | None = None) -> None:
+        self.purpose = purpose
+        self.budget = budget
+        self._tcp = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Any = None,
+    ) -> httpcore.AsyncNetworkStream:
+        # The check resolves on the policy's own bounded threads; this event loop serves one
+        # call only, so waiting here blocks no one else's work.
+        addresses = check_host(host, port, self.purpose)
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                stream = await self._tcp.connect_tcp(
+                    str(address),
+                    port,
+                    clamp(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                error = exc
+                continue
+            return _AsyncDeadlineStream(stream, self.budget)
+        raise error or httpcore.ConnectError(f"no address for {host!r}")
+
+    async def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        raise EgressRefused("unix sockets are not an egress destination.")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._tcp.sleep(seconds)
+
+
+def build_async_client(
+    purpose: Purpose, *, budget: ReadBudget | None = None, headers: dict[str, str] | None = None
+) -> httpx.AsyncClient:
+    """An async httpx client with ``build_client``'s rules (checked addresses, no cookies, no
+    environment proxies, no redirects followed), every byte it reads counted against
+    ``budget``. One per piece of work: the budget is the work's."""
+    no_cookies = http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    transport = httpx.AsyncHTTPTransport()
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=transport._pool._ssl_context,
+        max_connections=4,
+        max_keepalive_connections=4,
+        keepalive_expiry=5.0,
+        http1=True,
+        http2=False,
+        network_backend=AsyncEgressBackend(purpose, budget),
+    )
+    return httpx.AsyncClient(
+        transport=transport,
+        follow_redirects=False,
+        trust_env=False,
+        cookies=no_cookies,
+        headers={"Accept-Encoding": "identity", **(headers or {})},
+    )
+
+
 _clients: dict[tuple[int, str], httpx.Client] = {}
 _clients_lock = threading.Lock()
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from garden.egress.deadline import clamp, current_owner
 from garden.egress.resolver import Resolver
 
-Purpose = Literal["provider", "tool", "telegram"]
+Purpose = Literal["provider", "tool", "telegram", "mcp"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -145,6 +145,8 @@ def allowlist_for(purpose: Purpose) -> Allowlist:
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_PROVIDERS)
     elif purpose == "telegram":
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_TELEGRAM)
+    elif purpose == "mcp":
+        entries += tuple(settings.GARDEN_EGRESS_ALLOW_MCP)
     return _allowlist(entries)
 
 
@@ -280,6 +282,7 @@ def _setting_for(purpose: Purpose) -> str:
     return {
         "provider": "GARDEN_EGRESS_ALLOW_PROVIDERS",
         "telegram": "GARDEN_EGRESS_ALLOW_TELEGRAM",
+        "mcp": "GARDEN_EGRESS_ALLOW_MCP",
     }.get(purpose, "GARDEN_EGRESS_ALLOW")
 
 

@@ -5,6 +5,7 @@ from garden.models.agents import Agent, ModelAccount
 from garden.models.approvals import Approval
 from garden.models.budgets import TokenBudget
 from garden.models.conversations import Conversation, Message
+from garden.models.mcp import McpServer
 from garden.models.memory import Artifact, AttachmentData, MemoryNote
 from garden.models.runs import Goal, Run
 from garden.models.tokens import AccessToken
@@ -18,6 +19,7 @@ __all__ = [
     "AttachmentData",
     "Conversation",
     "Goal",
+    "McpServer",
     "MemoryNote",
     "Message",
     "ModelAccount",

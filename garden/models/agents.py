@@ -73,6 +73,12 @@ class Agent(models.Model):
     approval_tools = models.JSONField(
         default=list, blank=True, help_text="Tools whose every call waits for a person's approval."
     )
+    tool_approvals = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The approval policy of each enabled MCP tool: always, never, or "
+        "annotations (the default: approval unless the tool says it only reads).",
+    )
     delegation_allowlist = models.ManyToManyField(
         "self",
         symmetrical=False,

@@ -11,7 +11,7 @@ from garden.errors import FieldError, QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
-from garden.tools import all_tools
+from garden.tools import APPROVAL_POLICIES, all_tools, is_sourced, owner_tools
 
 MAKER_TOOLS = [
     "platform.create_agent",
@@ -90,11 +90,22 @@ def assignable_tools(*, builtin: str) -> dict[str, str]:
     }
 
 
-def agent_tools_check(*, builtin: str, enabled_tools: list[str], approval_tools: list[str]) -> None:
-    """Refuse tools an agent cannot be given, naming each: unknown names, the loop's own tools
-    (group.ask is the coordinator's by its role, not a setting), the maker's platform tools on
-    anyone but the maker, and approval asked for a tool the agent does not have."""
+def agent_tools_check(
+    *,
+    builtin: str,
+    enabled_tools: list[str],
+    approval_tools: list[str],
+    owner_id: int | None = None,
+    tool_approvals: dict[str, str] | None = None,
+) -> None:
+    """Refuse tools an agent cannot be given, naming each: unknown names (an MCP tool is known
+    when one of ``owner_id``'s servers lists it), the loop's own tools (group.ask is the
+    coordinator's by its role, not a setting), the maker's platform tools on anyone but the
+    maker, approval asked for a tool the agent does not have, and an MCP tool's approval given
+    anywhere but ``tool_approvals`` or as anything but a policy."""
     tools = all_tools()
+    if owner_id is not None and any(is_sourced(n) for n in enabled_tools):
+        tools.update(owner_tools(owner_id))
     errors: list[FieldError] = []
     for name in dict.fromkeys(enabled_tools):
         tool = tools.get(name)
@@ -112,8 +123,34 @@ def agent_tools_check(*, builtin: str, enabled_tools: list[str], approval_tools:
             errors.append(
                 FieldError("enabled_tools", "TOOL_NOT_ALLOWED", f"{name} is Agent Father's alone.")
             )
+    for name, policy in (tool_approvals or {}).items():
+        if not is_sourced(name) or name not in enabled_tools:
+            errors.append(
+                FieldError(
+                    "tool_approvals",
+                    "TOOL_NOT_ENABLED",
+                    f"{name} is not among the agent's MCP tools, so it has no approval policy.",
+                )
+            )
+        elif policy not in APPROVAL_POLICIES:
+            errors.append(
+                FieldError(
+                    "tool_approvals",
+                    "INVALID_APPROVAL_POLICY",
+                    f"{name}: a policy is one of {', '.join(APPROVAL_POLICIES)}.",
+                )
+            )
     for name in dict.fromkeys(approval_tools):
-        if name not in enabled_tools:
+        if is_sourced(name):
+            errors.append(
+                FieldError(
+                    "approval_tools",
+                    "USE_TOOL_APPROVALS",
+                    f"{name} is an MCP tool: set its approval in tool_approvals (always, never "
+                    "or annotations).",
+                )
+            )
+        elif name not in enabled_tools:
             errors.append(
                 FieldError(
                     "approval_tools",
@@ -135,12 +172,17 @@ def agent_create(
     colour: str | None = None,
     enabled_tools: list[str] | None = None,
     approval_tools: list[str] | None = None,
+    tool_approvals: dict[str, str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``. A handle
     the owner has already is refused (HANDLE_TAKEN), a concurrent create's too."""
     agent_tools_check(
-        builtin="", enabled_tools=enabled_tools or [], approval_tools=approval_tools or []
+        builtin="",
+        enabled_tools=enabled_tools or [],
+        approval_tools=approval_tools or [],
+        owner_id=owner.pk,
+        tool_approvals=tool_approvals,
     )
 
     def taken() -> ServiceError:
@@ -157,6 +199,7 @@ def agent_create(
         colour=colour or agent_next_colour(owner=owner),
         enabled_tools=enabled_tools or [],
         approval_tools=approval_tools or [],
+        tool_approvals=tool_approvals or {},
     )
     agent.full_clean()
     limit = settings.GARDEN_MAX_AGENTS_PER_OWNER
@@ -191,6 +234,7 @@ def agent_update(
     model_account: ModelAccount | None = None,
     enabled_tools: list[str] | None = None,
     approval_tools: list[str] | None = None,
+    tool_approvals: dict[str, str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
 ) -> Agent:
     """Change what is given (``None`` leaves a part as it is); the caller has checked that
@@ -208,16 +252,27 @@ def agent_update(
                 "AGENT_REMOVED", f"@{agent.handle} has been removed; it cannot change.", status=409
             )
         fields = []
-        if enabled_tools is not None or approval_tools is not None:
+        if enabled_tools is not None or approval_tools is not None or tool_approvals is not None:
             tools = agent.enabled_tools if enabled_tools is None else enabled_tools
             approvals = agent.approval_tools if approval_tools is None else approval_tools
-            if enabled_tools is not None and approval_tools is None:
+            policies = agent.tool_approvals if tool_approvals is None else tool_approvals
+            if enabled_tools is not None:
                 # Taking a tool away takes its approval rule with it.
-                approvals = [t for t in approvals if t in tools]
-            agent_tools_check(builtin=agent.builtin, enabled_tools=tools, approval_tools=approvals)
+                if approval_tools is None:
+                    approvals = [t for t in approvals if t in tools]
+                if tool_approvals is None:
+                    policies = {k: v for k, v in (policies or {}).items() if k in tools}
+            agent_tools_check(
+                builtin=agent.builtin,
+                enabled_tools=tools,
+                approval_tools=approvals,
+                owner_id=agent.owner_id,
+                tool_approvals=policies,
+            )
             agent.enabled_tools = list(dict.fromkeys(tools))
             agent.approval_tools = list(dict.fromkeys(approvals))
-            fields += ["enabled_tools", "approval_tools"]
+            agent.tool_approvals = dict(policies or {})
+            fields += ["enabled_tools", "approval_tools", "tool_approvals"]
         if delegation_allowlist is not None and any(a.pk == agent.pk for a in delegation_allowlist):
             raise ServiceError(
                 "SELF_DELEGATION",

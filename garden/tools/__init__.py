@@ -57,17 +57,88 @@ class Tool:
 _REGISTRY: dict[str, Tool] = {}
 
 
+@dataclass(frozen=True)
+class ToolSource:
+    """Tools that are not built in but belong to one owner (their MCP servers' tools), all
+    named ``<prefix>…``: ``resolve`` finds one by name for an owner, ``listing`` gives them
+    all, ``describe`` says in words what a call does (without reading anything)."""
+
+    prefix: str
+    resolve: Callable[[int, str], Tool | None]
+    listing: Callable[[int], dict[str, Tool]]
+    describe: Callable[[str, dict[str, Any]], str]
+
+
+_SOURCES: list[ToolSource] = []
+
+# How an agent's owner may say a sourced tool waits for approval (``Agent.tool_approvals``):
+# always, never, or as the tool's own annotations say (the default).
+APPROVAL_POLICIES = ("always", "never", "annotations")
+
+
 def register(tool: Tool) -> Tool:
     _REGISTRY[tool.spec.name] = tool
     return tool
 
 
-def get_tool(name: str) -> Tool | None:
-    return _REGISTRY.get(name)
+def register_source(source: ToolSource) -> ToolSource:
+    _SOURCES[:] = [s for s in _SOURCES if s.prefix != source.prefix] + [source]
+    return source
+
+
+def _source_of(name: str) -> ToolSource | None:
+    return next((s for s in _SOURCES if name.startswith(s.prefix)), None)
+
+
+def is_sourced(name: str) -> bool:
+    """Whether ``name`` is an owner's tool (an MCP server's) rather than a built-in."""
+    return _source_of(name) is not None
+
+
+def get_tool(name: str, *, owner_id: int | None = None) -> Tool | None:
+    """The built-in tool ``name``, or with ``owner_id`` that owner's sourced tool of that name."""
+    tool = _REGISTRY.get(name)
+    if tool is not None or owner_id is None:
+        return tool
+    source = _source_of(name)
+    return source.resolve(owner_id, name) if source is not None else None
 
 
 def all_tools() -> dict[str, Tool]:
+    """The built-in tools."""
     return dict(_REGISTRY)
+
+
+def owner_tools(owner_id: int) -> dict[str, Tool]:
+    """The sourced tools ``owner_id`` may give its agents (its MCP servers' and those the
+    operator offers it)."""
+    found: dict[str, Tool] = {}
+    for source in _SOURCES:
+        found.update(source.listing(owner_id))
+    return found
+
+
+def needs_approval(
+    *, name: str, approval_tools: list[str], tool_approvals: dict[str, str], owner_id: int
+) -> bool:
+    """Whether a call of ``name`` waits for a person: a built-in when the agent's owner listed
+    it in ``approval_tools``; a sourced tool by its policy in ``tool_approvals`` — always,
+    never, or (the default) by its annotations: approval unless it says it only reads, and
+    always when it says it destroys."""
+    if name in (approval_tools or []):
+        return True
+    if not is_sourced(name):
+        return False
+    policy = (tool_approvals or {}).get(name, "annotations")
+    if policy == "always":
+        return True
+    if policy == "never":
+        return False
+    tool = get_tool(name, owner_id=owner_id)
+    hints = tool.meta.get("annotations", {}) if tool is not None else {}
+    if hints.get("destructiveHint") is True:
+        return True
+    return hints.get("readOnlyHint") is not True
 
 
 class _Blank(dict):
@@ -79,6 +150,9 @@ def describe_action(name: str, arguments: dict[str, Any] | None) -> str:
     """What a tool call does, in words a person reads ("write Savings plan"): the tool's
     ``meta["describe"]``, a format string over its arguments, or "use <name>". Approval cards,
     Telegram messages and activity lines all say it this way."""
+    source = _source_of(name)
+    if source is not None:
+        return source.describe(name, arguments or {})
     tool = get_tool(name)
     template = tool.meta.get("describe") if tool is not None else None
     if not template:
@@ -110,7 +184,12 @@ _VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
 
 def _validator(name: str, schema: dict[str, Any]):
     """The tool's schema checked and compiled once per process (``jsonschema.validate``
-    re-checks the schema itself on every call, which costs more than the validation)."""
+    re-checks the schema itself on every call, which costs more than the validation); an
+    owner's tool, whose schema is its server's and may change, is compiled each time."""
+    if is_sourced(name):
+        cls = jsonschema.validators.validator_for(schema)
+        cls.check_schema(schema)
+        return cls(schema, format_checker=None)
     cached = _VALIDATORS.get(name)
     if cached is None or cached[0] is not schema:
         cls = jsonschema.validators.validator_for(schema)
@@ -121,8 +200,9 @@ def _validator(name: str, schema: dict[str, Any]):
 
 def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
     """Run tool ``name`` on model-supplied ``arguments``; every failure is a named outcome the
-    model reads (TOOL_NOT_AVAILABLE, INVALID_TOOL_ARGUMENTS, TOOL_FAILED), never a crash."""
-    tool = get_tool(name)
+    model reads (TOOL_NOT_AVAILABLE, INVALID_TOOL_ARGUMENTS, TOOL_FAILED), never a crash. An
+    owner's sourced tool is found for ``ctx.owner_id`` alone."""
+    tool = get_tool(name, owner_id=ctx.owner_id)
     if tool is None or tool.handler is None:
         return ToolOutcome(
             f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"

@@ -144,7 +144,7 @@ def _changed_arguments(approval: Approval, arguments: dict[str, Any] | None) -> 
     action = approval.action or {}
     if arguments == (action.get("arguments") or {}):
         return None
-    tool = get_tool(action.get("name", ""))
+    tool = get_tool(action.get("name", ""), owner_id=approval.owner_id)
     problem = (
         "this tool is not available any more" if tool is None else check_arguments(tool, arguments)
     )
