@@ -17,7 +17,7 @@ from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
-from garden.tools import ToolOutcome, get_tool, run_tool
+from garden.tools import ToolOutcome, describe_action, get_tool, run_tool
 from groups import scheduling
 from groups.asks import answer_ask, synthesis_begins, tool_error
 from groups.fencing import StepWriter, fenced
@@ -358,7 +358,10 @@ def suspend_for_approval(
         speaker=speaker,
         kind=Message.Kind.ACTIVITY,
         content=[
-            text_block(f"{speaker.name} wants to run {call.name}; waiting for your approval.")
+            text_block(
+                f"{speaker.name} wants to {describe_action(call.name, call.arguments)}; "
+                "waiting for your approval."
+            )
         ],
     )
     w.flush()

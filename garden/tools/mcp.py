@@ -305,7 +305,10 @@ def describe(name: str, arguments: dict[str, Any]) -> str:
     parts = split_name(name)
     if parts is None:
         return f"use {name}"
-    return f"run {parts[1]} on the MCP server {parts[0]}"
+    said = ", ".join(f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in arguments.items())
+    if len(said) > 160:
+        said = said[:159] + "…"
+    return f"run {parts[1]} on the MCP server {parts[0]}" + (f" ({said})" if said else "")
 
 
 def _failed(server: str, tool: str, code: str, message: str) -> ToolOutcome:
