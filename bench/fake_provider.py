@@ -17,9 +17,11 @@ max, time-weighted mean). Control, JSON over HTTP on the same port:
 Options: latency, jitter (seconds); p_timeout (hold for ``hang`` seconds, longer than the
 client's timeout), p_reset (RST after reading the request), p_429 (with retry_after_ms),
 p_500; member (the handle the coordinator asks); member_tool (a tool a member calls first)
-and member_tool_args (its arguments); asks (false: the coordinator answers at once, a one-call
-request); reply_chars (a member's answer is that many characters, streamed in 64 KB events
-when the call asks for a stream: a server that answers far more than was asked).
+and member_tool_args (its arguments), or member_tool_id_arg (its one argument, an integer no
+other call was given: each call a distinct action); asks (false: the coordinator answers at
+once, a one-call request); reply_chars (a member's answer is that many characters, streamed
+in 64 KB events when the call asks for a stream: a server that answers far more than was
+asked).
 
 ``GET /_fake/slow?seconds=S`` answers after S seconds: a slow page for a tool to fetch.
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import random
 import socket
@@ -58,9 +61,12 @@ DEFAULTS: dict[str, Any] = {
     "member": "ledger",
     "member_tool": "",
     "member_tool_args": None,
+    "member_tool_id_arg": "",
     "asks": True,
     "reply_chars": 0,
 }
+# The numbers of member_tool_id_arg, unique within this process.
+_action_ids = itertools.count(1)
 
 
 class FakeProvider:
@@ -272,6 +278,7 @@ class FakeProvider:
                 opts["member"],
                 member_tool=opts["member_tool"],
                 member_tool_args=opts["member_tool_args"],
+                member_tool_id_arg=opts["member_tool_id_arg"],
                 asks=bool(opts["asks"]),
                 reply_chars=int(opts["reply_chars"]),
             )
@@ -295,13 +302,14 @@ def scripted_reply(
     *,
     member_tool: str = "",
     member_tool_args: dict[str, Any] | None = None,
+    member_tool_id_arg: str = "",
     asks: bool = True,
     reply_chars: int = 0,
 ) -> tuple[dict[str, Any], str]:
     """The 12-call scenario: the coordinator asks forever, members answer, synthesis concludes.
     With ``member_tool`` (a tool's wire name, such as ``file__write``), a member offered that
-    tool first calls it (a document with a title of its own) and answers once it has the
-    result."""
+    tool first calls it (a document with a title of its own; with ``member_tool_id_arg``, that
+    argument alone, a number never given before) and answers once it has the result."""
     tools = {t.get("function", {}).get("name") for t in request.get("tools") or []}
     messages = request.get("messages") or []
     texts = [m.get("content") for m in messages]
@@ -328,16 +336,15 @@ def scripted_reply(
             "ask",
         )
     elif member_tool and member_tool in tools and (messages[-1:] or [{}])[0].get("role") != "tool":
-        title = f"note {uuid.uuid4().hex[:12]}"
+        if member_tool_id_arg:
+            arguments = {member_tool_id_arg: next(_action_ids)}
+        else:
+            title = f"note {uuid.uuid4().hex[:12]}"
+            arguments = member_tool_args or {"title": title, "content": "A figure: 42."}
         call = {
             "id": f"call_{uuid.uuid4().hex[:24]}",
             "type": "function",
-            "function": {
-                "name": member_tool,
-                "arguments": json.dumps(
-                    member_tool_args or {"title": title, "content": "A figure: 42."}
-                ),
-            },
+            "function": {"name": member_tool, "arguments": json.dumps(arguments)},
         }
         message, finish, kind = (
             {"role": "assistant", "content": None, "tool_calls": [call]},

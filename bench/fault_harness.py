@@ -1,4 +1,5 @@
-"""The fault harness's driver: fresh groups with one request each, tagged at the fake provider;
+"""The fault harness's driver: fresh groups with one request each, tagged at the fake provider
+(their members calling a tool that waits for approval, an MCP server's among them, when asked);
 the worker pool and its supervisor; the sweeper; and the liveness and safety checks after each
 trial (bench/fault_invariants.py says what they check)."""
 
@@ -13,11 +14,13 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from bench.fault_invariants import liveness_violations, safety_violations
+from bench.fault_invariants import liveness_violations, mcp_record, safety_violations
+from bench.fault_mcp import ID_ARGUMENT
 from bench.fault_report import Result
 from bench.seeding import build_agent_chat, build_group
 from bench.workers import socket_owner
 
+PREFIX = "mcp."  # of an MCP tool's name (garden.tools.mcp.PREFIX)
 SWEEP_AGE = 3.0  # seconds quiet before the sweeper re-enqueues: > LOCK_TTL > a live step
 SWEEP_INTERVAL = 0.5
 ASK = "Keep digging."
@@ -71,6 +74,8 @@ class Harness:
         self._untooled = 0
         # New requests are messages to one agent (its 1:1 conversation) rather than groups'.
         self.one_to_one = False
+        # The MCP server (bench/fault_mcp.py Tracker) whose tool members call, when one runs.
+        self.mcp: Any = None
 
     # workers
 
@@ -141,27 +146,31 @@ class Harness:
         *,
         latency: float,
         timeout: float = 10.0,
-        approvals: bool = False,
+        action: str = "",
         **faults: float,
     ) -> list[int]:
         """``n`` fresh groups, one request each; ``faults`` are fake-provider options for them.
-        With ``approvals`` the member writes a document (``file.write``) before it answers,
-        and each write waits for a person's approval. With ``one_to_one`` set on the harness,
+        With ``action`` the member calls that tool each time before it answers, and each call
+        waits for a person's approval: ``file.write`` (a document under a title of its own,
+        the tool listed for approval) or an MCP tool of ``self.mcp`` (a record id of its own;
+        destructive, so it waits by its annotations). With ``one_to_one`` set on the harness,
         each request is a message to one agent in its 1:1 conversation instead, the agent
-        calling a tool (memory.recall, or file.write with ``approvals``) before it answers."""
+        calling a tool (memory.recall, or ``action``) before it answers."""
         from groups.services.requests import request_create
 
         ids = []
-        tools = ("file.write",) if approvals else ()
+        mcp = action.startswith(PREFIX)
+        member_tool: dict[str, str] = {}
+        if action or self.one_to_one:
+            member_tool["member_tool"] = (action or "memory.recall").replace(".", "__")
+        if mcp:
+            member_tool["member_tool_id_arg"] = ID_ARGUMENT
         for _ in range(n):
             tag = f"{self.run_id}-{next(self._n)}"
-            member_tool = {"member_tool": "file__write"} if approvals else {}
-            if self.one_to_one:
-                member_tool = {"member_tool": "file__write" if approvals else "memory__recall"}
             self.client.configure(tags={tag: {"latency": latency, **member_tool, **faults}})
             if self.one_to_one:
                 request_id = db_retry(
-                    lambda tag=tag: self._one_to_one_request(tag, timeout, approvals)
+                    lambda tag=tag: self._one_to_one_request(tag, timeout, action)
                 )
                 self.tags[request_id] = tag
                 ids.append(request_id)
@@ -171,7 +180,9 @@ class Harness:
                     username=f"faults-{tag}",
                     base_url=self.client.base_url(tag),
                     timeout=timeout,
-                    approval_tools=tools,
+                    approval_tools=(action,) if action and not mcp else (),
+                    mcp_tools=(action,) if mcp else (),
+                    mcp_url=self.mcp.url if mcp else "",
                 )
             )
             request = db_retry(
@@ -181,16 +192,17 @@ class Harness:
             ids.append(request.pk)
         return ids
 
-    def _one_to_one_request(self, tag: str, timeout: float, approvals: bool) -> int:
+    def _one_to_one_request(self, tag: str, timeout: float, action: str) -> int:
         from groups.services.requests import conversation_request_create
 
-        tools = ("file.write",) if approvals else ("memory.recall",)
+        mcp = action.startswith(PREFIX)
         conversation = build_agent_chat(
             username=f"faults-{tag}",
             base_url=self.client.base_url(tag),
             timeout=timeout,
-            tools=tools,
-            approval_tools=tools if approvals else (),
+            tools=(action,) if action else ("memory.recall",),
+            approval_tools=(action,) if action and not mcp else (),
+            mcp_url=self.mcp.url if mcp else "",
         )
         return conversation_request_create(
             owner=conversation.owner, conversation=conversation, text=f"{ASK} [{tag}]"
@@ -244,9 +256,11 @@ class Harness:
         return db_retry(lambda: self._check_safety(ids))
 
     def _check_safety(self, ids: list[int]) -> list[str]:
-        # The provider first: every dispatch it has seen was reserved (and committed) before.
+        # The provider and the MCP server first: every dispatch the provider has seen was
+        # reserved (and committed) before, every call the MCP server has seen claimed.
         seen = self.client.stats()["per_tag"]
-        return safety_violations(ids, self.tags, seen)
+        mcp_runs = self.mcp.counts() if self.mcp is not None else None
+        return safety_violations(ids, self.tags, seen, mcp_runs=mcp_runs)
 
     def wait_finished(
         self,
@@ -298,6 +312,33 @@ class Harness:
                 continue
             approved += decision == "approve"
         return approved
+
+    def mcp_calls(self, ids: list[int]) -> dict[str, int]:
+        """What became of the approvals of ``ids`` for the MCP server's tool: how many were
+        approved and rejected, the calls the server received for them, and how many ended
+        with an unknown outcome (and of those, how many calls had reached the server)."""
+        from garden.models import Approval
+        from groups.services.approvals import OUTCOME_UNKNOWN_REASON
+
+        runs = self.mcp.counts()
+        rows = db_retry(
+            lambda: list(
+                Approval.objects.filter(request_id__in=ids).values_list(
+                    "status", "reason", "action", "approved_arguments"
+                )
+            )
+        )
+        found = Counter(approved=0, rejected=0, calls=0, unknown=0, unknown_called=0)
+        for status, reason, action, changed in rows:
+            record = mcp_record(action, changed)
+            if record is None:
+                continue
+            found[status] += 1
+            found["calls"] += runs.get(record, 0)
+            if reason == OUTCOME_UNKNOWN_REASON:
+                found["unknown"] += 1
+                found["unknown_called"] += runs.get(record, 0) > 0
+        return {k: found[k] for k in ("approved", "rejected", "calls", "unknown", "unknown_called")}
 
     def outcomes(self, ids: list[int]) -> Counter:
         from groups.models import GroupRequest

@@ -7,10 +7,20 @@ from __future__ import annotations
 import itertools
 from collections import Counter, defaultdict
 
+from bench.fault_mcp import AGENT_TOOL, ID_ARGUMENT
 
-def safety_violations(ids: list[int], tags: dict[int, str], seen: dict[str, int]) -> list[str]:
-    """Safety of the requests ``ids``, given the calls the provider has ``seen`` per tag (read
-    before this, so every dispatch it counted was reserved and committed before the snapshot)."""
+
+def safety_violations(
+    ids: list[int],
+    tags: dict[int, str],
+    seen: dict[str, int],
+    *,
+    mcp_runs: dict[int, int] | None = None,
+) -> list[str]:
+    """Safety of the requests ``ids``, given the calls the provider has ``seen`` per tag and
+    the calls the MCP server received per record id (``mcp_runs``, when one runs), both read
+    before this: every dispatch the provider counted was reserved and committed before the
+    snapshot, every call the MCP server counted claimed."""
     from django.db import connection, transaction
 
     # One snapshot of the database: requests run while they are checked, and a counter read
@@ -18,10 +28,12 @@ def safety_violations(ids: list[int], tags: dict[int, str], seen: dict[str, int]
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("set transaction isolation level repeatable read, read only")
-        return _snapshot_violations(ids, tags, seen)
+        return _snapshot_violations(ids, tags, seen, mcp_runs)
 
 
-def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, int]) -> list[str]:
+def _snapshot_violations(
+    ids: list[int], tags: dict[int, str], seen: dict[str, int], mcp_runs: dict[int, int] | None
+) -> list[str]:
     from garden.models import Approval, Message
     from groups.models import (
         MAINTENANCE_CALLS,
@@ -145,43 +157,121 @@ def _snapshot_violations(ids: list[int], tags: dict[int, str], seen: dict[str, i
         ]
         if len(concluded) > 1:
             out.append(f"request {pk}: concluded {len(concluded)} times, at steps {concluded}")
-    out += _approval_violations(ids)
+    out += _approval_violations(ids, mcp_runs)
     return out
 
 
-def _approval_violations(ids: list[int]) -> list[str]:
+def mcp_record(action: dict, approved_arguments: dict | None) -> int | None:
+    """The record id of an approved call of the harness's MCP tool (what ran: the approved
+    arguments if the owner changed them), or None for any other action."""
+    if action.get("name") != AGENT_TOOL:
+        return None
+    return (approved_arguments or action.get("arguments") or {}).get(ID_ARGUMENT)
+
+
+def _approval_violations(ids: list[int], mcp_runs: dict[int, int] | None) -> list[str]:
     """Each approved action ran at most once (a document written by ``file.write`` under the
-    title its call gave, counted when the tool ended), and each approval's result was recorded
-    at most once."""
+    title its call gave, counted when the tool ended; an MCP call under the record id its call
+    gave, counted by the MCP server), and each approval's result was recorded at most once. An
+    MCP call recorded as done reached the server; and the server received no call that no
+    approval asked for."""
     from garden.models import Approval, Artifact, Message
 
     out = []
     approvals = list(
         Approval.objects.filter(request_id__in=ids).values(
-            "pk", "request_id", "status", "action", "tool_call_id", "executed_at"
+            "pk",
+            "request_id",
+            "status",
+            "action",
+            "approved_arguments",
+            "tool_call_id",
+            "executed_at",
         )
     )
     titles = [a["action"].get("arguments", {}).get("title", "") for a in approvals]
     written = Counter(
         Artifact.objects.filter(title__in=[t for t in titles if t]).values_list("title", flat=True)
     )
-    results = Counter(
-        (m.request_id, block.get("call_id"))
-        for m in Message.objects.filter(request_id__in=ids, kind=Message.Kind.TURN)
-        for block in m.content or []
-        if block.get("type") == "tool_result"
-    )
+    results: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for m in Message.objects.filter(request_id__in=ids, kind=Message.Kind.TURN):
+        for block in m.content or []:
+            if block.get("type") == "tool_result":
+                results[(m.request_id, block.get("call_id"))].append(block)
     for approval, title in zip(approvals, titles, strict=True):
-        runs = written.get(title, 0) if title else 0
+        record = mcp_record(approval["action"], approval["approved_arguments"])
+        if record is not None:
+            runs = (mcp_runs or {}).get(record, 0)
+        else:
+            runs = written.get(title, 0) if title else 0
+        recorded = results.get((approval["request_id"], approval["tool_call_id"]), [])
+        if record is not None and not runs and any(not r.get("is_error") for r in recorded):
+            out.append(
+                f"approval {approval['pk']}: recorded as done, but the MCP server never "
+                f"received record {record}"
+            )
         if runs > 1:
             out.append(f"approval {approval['pk']}: its action ran {runs} times")
         if runs and approval["status"] != Approval.Status.APPROVED:
             out.append(f"approval {approval['pk']}: {approval['status']} but its action ran")
         if runs and approval["executed_at"] is None:
             out.append(f"approval {approval['pk']}: its action ran without being claimed")
-        recorded = results.get((approval["request_id"], approval["tool_call_id"]), 0)
-        if recorded > 1:
-            out.append(f"approval {approval['pk']}: its result was recorded {recorded} times")
+        if len(recorded) > 1:
+            out.append(f"approval {approval['pk']}: its result was recorded {len(recorded)} times")
+    if mcp_runs:
+        # Every approval of the database, not only those of ``ids``: the server is shared by
+        # the scenarios, and each call it counted was claimed (committed) before.
+        asked = {
+            mcp_record(action, changed)
+            for action, changed in Approval.objects.filter(action__name=AGENT_TOOL).values_list(
+                "action", "approved_arguments"
+            )
+        }
+        out += [
+            f"the MCP server received {n} calls for record {record}, which no approval asked for"
+            for record, n in mcp_runs.items()
+            if record not in asked
+        ]
+    return out
+
+
+def unknown_outcome_violations(ids: list[int], *, killed: int) -> list[str]:
+    """Approved actions whose worker died after claiming them (``killed`` workers did, each
+    holding one at least) ended honestly: at least ``killed`` approvals of ``ids`` have an
+    unknown outcome, each recorded for its agent as unknown and told in an activity line."""
+    from garden.models import Approval, Message
+    from groups.services.approvals import OUTCOME_UNKNOWN_REASON, UNKNOWN_OUTCOME
+
+    unknown = list(
+        Approval.objects.filter(request_id__in=ids, reason=OUTCOME_UNKNOWN_REASON).values(
+            "pk", "request_id", "tool_call_id"
+        )
+    )
+    out = []
+    if len(unknown) < killed:
+        out.append(
+            f"{killed} workers died holding a claimed action, but only {len(unknown)} "
+            "approvals ended with an unknown outcome"
+        )
+    requests = {a["request_id"] for a in unknown}
+    results: dict[tuple[int, str], list[str]] = defaultdict(list)
+    lines: Counter = Counter()
+    for m in Message.objects.filter(request_id__in=requests):
+        for block in m.content or []:
+            if m.kind == Message.Kind.TURN and block.get("type") == "tool_result":
+                results[(m.request_id, block.get("call_id"))].append(block.get("content"))
+            elif m.kind == Message.Kind.ACTIVITY and "unknown" in block.get("text", ""):
+                lines[m.request_id] += 1
+    for approval in unknown:
+        told = results.get((approval["request_id"], approval["tool_call_id"]), [])
+        if told != [UNKNOWN_OUTCOME]:
+            out.append(f"approval {approval['pk']}: outcome unknown, but its result says {told}")
+    needed = Counter(a["request_id"] for a in unknown)
+    out += [
+        f"request {pk}: {n} outcomes unknown, {lines[pk]} activity lines say so"
+        for pk, n in needed.items()
+        if lines[pk] < n
+    ]
     return out
 
 

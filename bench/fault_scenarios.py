@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.fault_harness import Harness, db_retry
-from bench.fault_invariants import stale_write_violations
+from bench.fault_invariants import stale_write_violations, unknown_outcome_violations
+from bench.fault_mcp import AGENT_TOOL
 from bench.fault_processes import LOCK_TTL, RedisServer, terminate_backends
 from bench.fault_report import Result
 
@@ -294,20 +295,30 @@ APPROVAL_POINTS = ("approval_claimed", "approval_ran")
 
 
 def scenario_approvals(
-    h: Harness, trials: int, *, rng: random.Random, bound: float = 120
+    h: Harness,
+    trials: int,
+    *,
+    rng: random.Random,
+    bound: float = 120,
+    action: str = "file.write",
 ) -> Result:
-    """A member's every document write (``file.write``) waits for approval; the harness
-    decides each as it appears (approve, now and then reject). Each trial's worker SIGKILLs
-    itself right after it claims an approved action, or after the action ran and before its
-    result is recorded; a new worker and the sweeper carry on. The action must run at most
-    once, its result be recorded once (an honest "outcome unknown" when the worker died with
-    it), no approval stay pending on a finished request, and every request complete."""
-    result, started = Result("SIGKILL around approved actions"), time.monotonic()
+    """A member's every ``action`` — a document write (``file.write``), or a call of the
+    destructive tool of the harness's MCP server (``h.mcp``, bench/fault_mcp.py) on a record
+    of its own — waits for approval; the harness decides each as it appears (approve, now and
+    then reject). Each trial's worker SIGKILLs itself right after it claims an approved action,
+    or after the action ran and before its result is recorded; a new worker and the sweeper
+    carry on. The action must run at most once (never when rejected), its result be recorded
+    once (an honest "outcome unknown", for the agent and in an activity line, when the worker
+    died with it), no approval stay pending on a finished request, and every request
+    complete."""
+    mcp = action == AGENT_TOOL
+    name = "SIGKILL around approved MCP tool calls" if mcp else "SIGKILL around approved actions"
+    result, started = Result(name), time.monotonic()
     ids: list[int] = []
     deadline = time.monotonic() + max(60.0, trials * 15.0)
     while result.trials < trials and time.monotonic() < deadline:
         point = APPROVAL_POINTS[result.trials % len(APPROVAL_POINTS)]
-        batch = h.new_requests(1, latency=0.02, approvals=True)
+        batch = h.new_requests(1, latency=0.02, action=action)
         ids += batch
         worker = h.spawn(
             f"approve-{point}-", {"GARDEN_FAULT_POINT": point, "GARDEN_FAULT_PROBABILITY": "1"}
@@ -323,8 +334,20 @@ def scenario_approvals(
     result = h.finish(
         result, ids, bound=bound, started=started, tick=lambda: h.decide_pending(ids, rng)
     )
+    result.violations += db_retry(lambda: unknown_outcome_violations(ids, killed=result.faults))
     result.note = (
         "killed right after the claim, or after the action ran and before its result was "
         "recorded; about 1 in 10 approvals rejected"
     )
+    if mcp:
+        calls = h.mcp_calls(ids)
+        result.details.update(calls)
+        result.note = (
+            f"each call of {AGENT_TOOL} (destructive: approval by its annotations) on a record "
+            f"of its own, served in the harness process; killed right after the claim, or after "
+            f"the call and before its result was recorded; {calls['approved']} approved, "
+            f"{calls['rejected']} rejected; the server received {calls['calls']} calls; "
+            f"{calls['unknown']} outcomes unknown, {calls['unknown_called']} of them after the "
+            "call reached the server"
+        )
     return result

@@ -14,7 +14,8 @@ Scenarios (all on loopback, against the ``openai`` adapter and bench/fake_provid
 - A provider that times out, resets, answers 429 and 500, in random mixes.
 - A member whose every document write waits for approval, decided from here as it appears:
   the worker SIGKILLs itself right after it claims an approved action, or after the action ran
-  and before its result is recorded.
+  and before its result is recorded. The same with a destructive tool of an owner's MCP server
+  (bench/fault_mcp.py, served from this process, counting the calls it received per record).
 
 Recovery from lost tasks comes from the sweeper (groups.services.approvals.sweep_stranded), run
 here every 0.5 s on requests quiet for 3 s (> the harness lock TTL of 2 s > any live step).
@@ -25,11 +26,14 @@ rejection, >= the HTTP requests the provider received for it; exactly one owner 
 duplicated turn (request, speaker, step) or contribution (same ask answered twice); fences
 strictly increasing over reservations and steps non-decreasing over seq; no pending approval on
 a finished request; one conclusion (the coordinator's tool-less turn) at most; each approved
-action run at most once (its document counted when the tool ended), never when rejected or
-unclaimed, and its result recorded once; and, within a bound, every request completed (stopped
-or failed with an outcome code only where the fault is the provider's).
+action run at most once (its document counted when the tool ended, its MCP call by the
+server), never when rejected or unclaimed, its result recorded once, an MCP call recorded as
+done only if the server received it, and no call the server received that no approval asked
+for; after the approval scenarios, an honest "outcome unknown" (for the agent and in an
+activity line) for each action whose worker died with it; and, within a bound, every request
+completed (stopped or failed with an outcome code only where the fault is the provider's).
 
-Run: python bench/faults.py [--trials 200] [--only kill,stop,approvals,redis,pg,provider]
+Run: python bench/faults.py [--trials 200] [--only kill,stop,approvals,mcp,redis,pg,provider]
      [--shared-redis] [--seed N]
 Uses its own database ``garden_faults`` (env FAULTS_DATABASE); starts its own redis-server on a
 free port (db 4, env FAULTS_REDIS_DB), so its Redis restarts never touch the shared one.
@@ -38,7 +42,7 @@ needs it.
 
 This file is the command line. The rest is in bench/fault_processes.py (workers, Redis,
 PostgreSQL backends), fault_harness.py (requests, sweeper, checks after a trial),
-fault_invariants.py, fault_scenarios.py and fault_report.py.
+fault_invariants.py, fault_scenarios.py, fault_mcp.py and fault_report.py.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fault_harness import SWEEP_AGE, SWEEP_INTERVAL, Harness
+from bench.fault_mcp import AGENT_TOOL, Tracker
 from bench.fault_processes import LOCK_TTL, REDIS_DB, RedisServer, Zygote, worker_env, zygote_main
 from bench.fault_report import Result, progress, summary
 from bench.fault_scenarios import (
@@ -81,7 +86,7 @@ def main() -> None:
         default=200,
         help="SIGKILL trials (split over the five points); the other scenarios scale with it",
     )
-    parser.add_argument("--only", default="kill,stop,approvals,redis,pg,provider")
+    parser.add_argument("--only", default="kill,stop,approvals,mcp,redis,pg,provider")
     parser.add_argument(
         "--shared-redis",
         action="store_true",
@@ -111,6 +116,7 @@ def main() -> None:
     log_dir = Path(tempfile.mkdtemp(prefix="garden-faults-"))
     zygote = Zygote(log_dir, env)
     h = Harness(provider_url=provider.url, spawn=zygote.spawn)
+    h.mcp = Tracker().start()
     print(machine_line())
     print(f"seed {seed}; database {DATABASE}; worker logs in {log_dir}")
     if redis.shared:
@@ -150,6 +156,8 @@ def main() -> None:
                 done(scenario_stop(h, max(1, args.trials // 2), rng=rng))
             if "approvals" in only:
                 done(scenario_approvals(h, max(2, args.trials // 10), rng=rng))
+            if "mcp" in only:
+                done(scenario_approvals(h, max(2, args.trials // 10), rng=rng, action=AGENT_TOOL))
             if "redis" in only:
                 done(scenario_redis(h, redis, max(2, args.trials // 40), rng=rng))
             if "pg" in only:
@@ -161,6 +169,7 @@ def main() -> None:
         h.stop_workers()
         zygote.close()
         provider.stop()
+        h.mcp.stop()
         redis.close()
     violations = summary(results, sweep_errors=h.sweep_errors)
     sys.exit(1 if violations else 0)

@@ -25,9 +25,11 @@ def pg_base() -> str:
 
 
 # The benchmarks measure capacity, so one owner drives every group: the per-owner quotas are
-# lifted, and the simulated provider on loopback is allowed as an operator allows a local model.
+# lifted, and the simulated provider on loopback is allowed as an operator allows a local model
+# (the fault harness's MCP server too, as an operator allows an internal one).
 CAPACITY_ENV = {
     "GARDEN_EGRESS_ALLOW_PROVIDERS": "127.0.0.1",
+    "GARDEN_EGRESS_ALLOW_MCP": "127.0.0.1",
     "GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER": "100000",
     "GARDEN_MAX_QUEUED_PER_OWNER": "100000",
     "GARDEN_MAX_QUEUED_PER_GROUP": "100000",

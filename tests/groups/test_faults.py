@@ -1,7 +1,8 @@
 """A small run of the fault harness (bench/faults.py, ``make faults``) on PostgreSQL, Redis and
-real worker processes: SIGKILL at three points of a step and around two approved actions, and
-one worker SIGSTOPped past its lock TTL while another takes over. Every invariant the harness
-checks must hold. It never restarts Redis (CI shares it)."""
+real worker processes: SIGKILL at three points of a step, around two approved actions and
+around two approved calls of a real MCP server's tool, and one worker SIGSTOPped past its lock
+TTL while another takes over. Every invariant the harness checks must hold. It never restarts
+Redis (CI shares it)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db import connection, connections
 
 from bench.fake_provider import FakeProvider
 from bench.fault_harness import Harness
+from bench.fault_mcp import AGENT_TOOL, Tracker
 from bench.fault_processes import popen_spawner, worker_env
 from bench.fault_scenarios import scenario_approvals, scenario_kill, scenario_stop
 
@@ -48,6 +50,25 @@ def harness(tmp_path, loopback_providers):
         connections.close_all()
 
 
+@pytest.fixture
+def tracker():
+    server = Tracker().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def mcp_harness(settings, tracker, harness):
+    """The harness with its MCP server (started before the harness, stopped after its
+    workers), which this process and the workers (by their environment) may reach on
+    127.0.0.1, as an operator allows an internal server."""
+    settings.GARDEN_EGRESS_ALLOW_MCP = ["127.0.0.1"]
+    harness.mcp = tracker
+    return harness
+
+
 @pytest.mark.parametrize("point", ["before_dispatch", "during_call", "after_write"])
 def test_a_worker_killed_at_a_point_of_a_step_loses_and_duplicates_nothing(harness, point):
     # Certain at the point's first hit: one trial must see its fault (make faults varies it).
@@ -74,6 +95,22 @@ def test_a_worker_killed_around_an_approved_action_runs_it_at_most_once(harness)
     assert result.faults == 2, "a worker was not killed around its approved action"
     assert result.violations == []
     assert result.outcomes == {"completed:SYNTHESIZED": 2}
+
+
+def test_a_worker_killed_around_an_approved_mcp_call_calls_the_server_at_most_once(mcp_harness):
+    """The member's action is a destructive tool of an MCP server (approval by its
+    annotations), each call on a record of its own. One worker dies right after the claim,
+    one after the call and before its result was recorded: the server received each approved
+    call at most once and none that was rejected, and each death left an honest unknown
+    outcome."""
+    result = scenario_approvals(mcp_harness, 2, rng=random.Random(7), bound=40, action=AGENT_TOOL)
+    assert result.faults == 2, "a worker was not killed around its approved MCP call"
+    assert result.violations == []
+    assert result.outcomes == {"completed:SYNTHESIZED": 2}
+    calls = result.details
+    # One death before the call, one after it reached the server.
+    assert calls["unknown_called"] >= 1 and calls["unknown"] - calls["unknown_called"] >= 1
+    assert 1 <= calls["calls"] <= calls["approved"]
 
 
 def test_messages_to_one_agent_survive_a_kill_mid_step_and_around_an_approved_action(harness):
