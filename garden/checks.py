@@ -7,9 +7,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Tags, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 
 from garden.egress import METADATA_NETWORKS, Network, parse_allowlist
+from garden.tools.mcp import parse_operator_servers
 
 
 @register(Tags.security, deploy=True)
@@ -166,3 +167,13 @@ def egress_allowlist_warnings() -> list[Warning]:
             if w.id != "garden.W003"
         ]
     return found
+
+
+@register()
+def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """GARDEN_MCP_SERVERS is read at every use; a malformed one is named at start-up."""
+    try:
+        parse_operator_servers(settings.GARDEN_MCP_SERVERS)
+    except ValueError as exc:
+        return [Error(f"GARDEN_MCP_SERVERS: {exc}", id="garden.E010")]
+    return []

@@ -39,6 +39,63 @@ def pytest_configure(config) -> None:
     # make two users: the suite hashes with a fast hasher (Django's own advice for tests).
     # Nothing under test depends on the hasher.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    _loopback_only()
+
+
+def _loopback_only() -> None:
+    """The suite's traffic stays on this machine: a connection from this process to any
+    address but loopback, or a name lookup of anything but localhost, fails at once (a fuzzer
+    that gives a server URL of a public host, say, never reaches it)."""
+    import ipaddress
+    import socket
+
+    def local(host) -> bool:
+        if host is None:
+            return True
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        name = name.split("%", 1)[0].lower().rstrip(".")
+        if name in ("localhost", "") or name.endswith(".localhost"):
+            return True
+        try:
+            return ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            return False
+
+    real_getaddrinfo = socket.getaddrinfo
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def getaddrinfo(host, *args, **kwargs):
+        name = host.decode() if isinstance(host, bytes) else host
+        try:
+            literal = name is not None and ipaddress.ip_address(str(name).split("%", 1)[0])
+        except ValueError:
+            literal = None
+        if not literal and name is not None:
+            try:  # a number the C library reads as an address (2130706433, 0x7f.1): no lookup
+                literal = bool(socket.inet_aton(str(name)))
+            except OSError:
+                literal = False
+        if not literal and not local(host):
+            raise socket.gaierror(socket.EAI_NONAME, f"the test suite resolves no names ({host})")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def refused(sock, address) -> bool:
+        return sock.family in (socket.AF_INET, socket.AF_INET6) and not local(address[0])
+
+    def connect(sock, address):
+        if refused(sock, address):
+            raise ConnectionRefusedError(f"the test suite connects to loopback only ({address})")
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        if refused(sock, address):
+            raise ConnectionRefusedError(f"the test suite connects to loopback only ({address})")
+        return real_connect_ex(sock, address)
+
+    socket.getaddrinfo = getaddrinfo
+    socket.socket.connect = connect
+    socket.socket.connect_ex = connect_ex
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
