@@ -11,6 +11,7 @@ import pytest
 from django.core.cache import cache
 from django.core.checks import run_checks
 
+from garden.errors import ServiceError
 from garden.models import Conversation
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
@@ -68,8 +69,9 @@ def test_a_remote_server_offered_to_named_users_only(
         assert server.calls == [("lookup", {"query": "rent"})]
         # Not offered to the stranger: not listed, not usable.
         assert get_tool("mcp.site.lookup", owner_id=stranger.pk) is None
-        with pytest.raises(Exception, match="UNKNOWN_TOOL|No such tool"):
+        with pytest.raises(ServiceError) as refused:
             run_as(stranger, "mcp.site.lookup", {"query": "rent"})
+        assert refused.value.code == "UNKNOWN_TOOL"
         # An owner cannot take the site's name for a server of its own.
         taken = api.post("/api/mcp-servers", {"name": "site", "url": server.url})
         assert taken.status_code == 400
