@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
@@ -10,6 +11,7 @@ from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
 from garden.models import Agent, Approval, Artifact, AttachmentData
+from garden.tools.mcp import servers_offered
 from groups.models import Group, GroupRequest
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
 
@@ -148,3 +150,26 @@ def agent_states(*, owner: AbstractBaseUser) -> dict[int, str]:
     ).values_list("agent_id", flat=True):
         states[agent_id] = "approval"
     return states
+
+
+def approval_by_annotations(annotations: dict[str, Any]) -> str:
+    """What an MCP tool without a policy of its own ("annotations") does, in words: the hints
+    are read as ``garden.tools.needs_approval`` reads them (destroying wins over reading)."""
+    if annotations.get("destructiveHint") is True:
+        return "may destroy things: asks first"
+    if annotations.get("readOnlyHint") is True:
+        return "reads only: runs without approval"
+    return "may change things: asks first"
+
+
+def mcp_servers(*, owner: AbstractBaseUser) -> list[dict[str, Any]]:
+    """The MCP servers ``owner`` may use, its own first (``servers_offered``), each tool with
+    its hints as badges (``read_only``, ``destructive``) and its default approval in words."""
+    servers = servers_offered(owner=owner)
+    for server in servers:
+        for tool in server["tools"]:
+            hints = tool.get("annotations") or {}
+            tool["read_only"] = hints.get("readOnlyHint") is True
+            tool["destructive"] = hints.get("destructiveHint") is True
+            tool["by_default"] = approval_by_annotations(hints)
+    return servers

@@ -1,8 +1,8 @@
 """The dashboard's admin site: any active signed-in person, for their own agents and groups.
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
-agents page, an agent's page, the model accounts, the access tokens, the documents, the
-Telegram link and a group's room, all reads scoped to the signed-in owner.
+agents page, an agent's page, the model accounts, the tools (MCP servers), the access tokens,
+the documents, the Telegram link and a group's room, all reads scoped to the signed-in owner.
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ class DashboardSite(admin.AdminSite):
                 name="agent_canvas",
             ),
             path("accounts/", self.admin_view(views.accounts), name="accounts"),
+            path("tools/", self.admin_view(views.tools), name="tools"),
+            path(
+                "tools/<int:server_id>/list",
+                self.admin_view(views.mcp_server_tools),
+                name="mcp_server_tools",
+            ),
             path("tokens/", self.admin_view(views.tokens), name="tokens"),
             path("documents/", self.admin_view(views.documents), name="documents"),
             path("telegram/", self.admin_view(views.telegram), name="telegram"),

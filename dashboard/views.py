@@ -1,4 +1,5 @@
-"""The dashboard's pages: roster, agents, an agent, a group's room and its Canvas fragment.
+"""The dashboard's pages: roster, agents, an agent, the model accounts, the tools (MCP
+servers), a group's room and its Canvas fragment.
 
 Server-rendered; every write goes through the JSON API from the page's script, so the rules,
 the CSRF pair and the error shape are the API's. Another owner's rows are a 404.
@@ -24,6 +25,7 @@ from garden.selectors import account_key_status, agent_list, model_account_list
 from garden.services.agents import agent_next_colour, assignable_tools
 from garden.services.conversations import agent_conversation_open
 from garden.storage import owner_artifacts, storage_usage
+from garden.tools import is_sourced
 from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.rules import ROOM_CAP_MIN_CHARS
 from groups.selectors import group_get, group_list
@@ -118,6 +120,25 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
         }
         for name, description in assignable_tools(builtin=agent.builtin).items()
     ]
+    # The owner's MCP tools beside the built-ins, by server, each with its approval policy.
+    servers = [
+        {
+            **server,
+            "tools": [
+                {
+                    **tool,
+                    "enabled": tool["agent_tool"] in agent.enabled_tools,
+                    "policy": agent.tool_approvals.get(tool["agent_tool"], "annotations"),
+                }
+                for tool in server["tools"]
+                if tool["agent_tool"]
+            ],
+        }
+        for server in selectors.mcp_servers(owner=request.user)
+    ]
+    offered = {tool["agent_tool"] for server in servers for tool in server["tools"]}
+    # Enabled once, no longer listed (its server dropped it): shown, so it can be taken away.
+    gone = [n for n in agent.enabled_tools if is_sourced(n) and n not in offered]
     others = [
         {"agent": other, "allowed": other.pk in allowed}
         for other in selectors.group_candidates(agent_list(owner=request.user))
@@ -133,6 +154,8 @@ def agent_detail(request: HttpRequest, agent_id: int) -> HttpResponse:
             groups=selectors.agent_groups(owner=request.user, agent=agent),
             accounts=model_account_list(owner=request.user),
             tools=tools,
+            mcp_servers=servers,
+            mcp_gone=gone,
             others=others,
             coordinates=list(
                 agent.coordinated_groups.filter(kind=Group.Kind.TEAM, deleted_at__isnull=True)
@@ -169,6 +192,34 @@ def accounts(request: HttpRequest) -> HttpResponse:
             + ([(ModelAccount.Provider.SCRIPTED, "Scripted (offline)")] if scripted else []),
         ),
     )
+
+
+def tools(request: HttpRequest) -> HttpResponse:
+    """The MCP servers whose tools the owner's agents may use: its own, each with its tools,
+    Test (POST /api/mcp-servers/:id/refresh) and Remove, and the form that adds one (POST
+    /api/mcp-servers); then the site's, read-only. A header's name is shown, never its value."""
+    servers = selectors.mcp_servers(owner=request.user)
+    return TemplateResponse(
+        request,
+        "dashboard/tools.html",
+        _context(
+            request,
+            title="Tools",
+            own=[s for s in servers if s["offered_by"] == "owner"],
+            offered=[s for s in servers if s["offered_by"] != "owner"],
+        ),
+    )
+
+
+def mcp_server_tools(request: HttpRequest, server_id: int) -> HttpResponse:
+    """One of the owner's MCP servers' tools alone, for the Tools page's script to show again
+    after Test; another owner's server is a 404."""
+    server = next(
+        (s for s in selectors.mcp_servers(owner=request.user) if s["id"] == server_id), None
+    )
+    if server is None:
+        raise Http404("No such MCP server.")
+    return TemplateResponse(request, "dashboard/_mcp_tools.html", {"server": server})
 
 
 def tokens(request: HttpRequest) -> HttpResponse:

@@ -9,7 +9,9 @@ from mcp.types import ToolAnnotations
 app = FastMCP("garden-stdio-test")
 
 
-@app.tool(name="greet", description="Greet someone.", annotations=ToolAnnotations(readOnlyHint=True))
+@app.tool(
+    name="greet", description="Greet someone.", annotations=ToolAnnotations(readOnlyHint=True)
+)
 def greet(name: str) -> str:
     return f"hello {name} from {os.environ.get('TEAM_NAME', '?')}"
 

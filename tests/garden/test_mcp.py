@@ -283,9 +283,7 @@ def approval(agent: Agent, name: str) -> bool:
     )
 
 
-def test_approval_follows_the_annotations_by_default_and_the_owners_policy_over_them(
-    api, clerk
-):
+def test_approval_follows_the_annotations_by_default_and_the_owners_policy_over_them(api, clerk):
     assert approval(clerk, "mcp.tracker.lookup") is False  # readOnlyHint
     assert approval(clerk, "mcp.tracker.delete_record") is True  # destructiveHint
     assert approval(clerk, "mcp.tracker.slow") is True  # says nothing: approval

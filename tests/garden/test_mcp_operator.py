@@ -44,9 +44,7 @@ def run_as(user, name, arguments):
     return run_tool(ctx, name, arguments)
 
 
-def test_a_remote_server_offered_to_named_users_only(
-    api, owner, stranger, settings, monkeypatch
-):
+def test_a_remote_server_offered_to_named_users_only(api, owner, stranger, settings, monkeypatch):
     settings.GARDEN_EGRESS_ALLOW_MCP = ["127.0.0.1"]
     monkeypatch.setenv("SITE_TRACKER_TOKEN", "Bearer site-secret")
     with mcp_server(token="site-secret") as server:

@@ -19,9 +19,29 @@
     if (input.name === "enabled_tools" && !input.checked) {
       const approval = form.querySelector(`input[name="approval_tools"][value="${input.value}"]`);
       if (approval) approval.checked = false;
+      // An MCP tool's policy goes with the tool (the server drops it too).
+      const policy = form.querySelector(`select[name="tool_approvals"][data-tool="${input.value}"]`);
+      if (policy) policy.value = "annotations";
+    }
+    // Choosing how an MCP tool is approved gives the tool.
+    if (input.name === "tool_approvals" && input.value !== "annotations") {
+      const tool = form.querySelector(`input[name="enabled_tools"][value="${input.dataset.tool}"]`);
+      if (tool) tool.checked = true;
     }
     saved.textContent = "";
   });
+
+  // Each enabled MCP tool's policy; one by its annotations (the default) is left out.
+  function policies() {
+    const enabled = new Set(checked("enabled_tools"));
+    const found = {};
+    for (const select of form.querySelectorAll('select[name="tool_approvals"]')) {
+      if (enabled.has(select.dataset.tool) && select.value !== "annotations") {
+        found[select.dataset.tool] = select.value;
+      }
+    }
+    return found;
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -32,6 +52,7 @@
       instructions: form.elements.instructions.value,
       enabled_tools: checked("enabled_tools"),
       approval_tools: checked("approval_tools"),
+      tool_approvals: policies(),
       delegation_allowlist: checked("delegation_allowlist"),
     };
     const account = form.elements.model_account.value;
