@@ -14,6 +14,7 @@ from garden.models import (
     Agent,
     Artifact,
     Conversation,
+    McpServer,
     Message,
     ModelAccount,
     TokenBudget,
@@ -21,6 +22,7 @@ from garden.models import (
 )
 from garden.selectors import account_key_status
 from garden.services.accounts import model_account_check
+from garden.services.mcp import mcp_server_delete
 
 # The admin speaks of garden; Django's permission groups (unused here) would sit beside
 # garden's groups under the same name.
@@ -165,6 +167,34 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     search_fields = ["title"]
     raw_id_fields = ["agent", "conversation"]
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    """Owners' MCP servers, for staff to see and remove. They are added and changed by their
+    owners (the API lists a server's tools before storing it); headers are never shown."""
+
+    list_display = ["name", "owner", "url", "tool_count", "header_names", "refreshed_at"]
+    search_fields = ["name", "url", "owner__username"]
+    fields = ["owner", "name", "url", "header_names", "tools", "refreshed_at", "created_at"]
+    readonly_fields = fields
+
+    @admin.display(description="tools")
+    def tool_count(self, server: McpServer) -> int:
+        return len(server.tools or [])
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def delete_model(self, request, obj):
+        mcp_server_delete(server=obj)
+
+    def delete_queryset(self, request, queryset):
+        for server in queryset:
+            mcp_server_delete(server=server)
 
 
 @admin.register(WorkerBeat)

@@ -329,3 +329,23 @@ def test_refresh_lists_again_and_a_failure_keeps_what_was_listed(api, owner, loo
     assert gone.status_code == 400
     assert gone.json()["code"] == "MCP_UNREACHABLE"
     assert len(McpServer.objects.get().tools) == len(created["tools"])
+
+
+def test_staff_see_a_server_in_the_admin_without_its_headers_and_removing_it_cleans_agents(
+    api, owner, clerk, admin_client
+):
+    from django.contrib.auth import get_user_model
+
+    server = McpServer.objects.get()
+    McpServer.objects.filter(pk=server.pk).update(header_names=["Authorization"])
+    page = admin_client.get(f"/admin/garden/mcpserver/{server.pk}/change/")
+    assert page.status_code == 200
+    assert "tracker" in page.content.decode()
+    assert "headers_encrypted" not in page.content.decode()
+    assert admin_client.get("/admin/garden/mcpserver/add/").status_code == 403
+    response = admin_client.post(f"/admin/garden/mcpserver/{server.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    assert not McpServer.objects.exists()
+    clerk.refresh_from_db()
+    assert clerk.enabled_tools == []
+    assert get_user_model().objects.filter(pk=owner.pk).exists()
