@@ -19,8 +19,9 @@ from django.utils import timezone
 
 from garden import events
 from garden.errors import ServiceError
-from garden.models import Approval, Message
+from garden.models import Approval, Artifact, Message
 from garden.retry import retry_on_lock_conflict
+from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import message_append, text_block
 from garden.tools import ToolOutcome, check_arguments, describe_action, get_tool, run_tool
 from groups import row_locks, scheduling
@@ -228,7 +229,9 @@ def _record_and_resume(
                 "call_id": approval.tool_call_id,
                 "content": outcome.content,
                 "is_error": outcome.is_error,
-            }
+            },
+            # What the action made (an MCP tool's picture) stands on the Canvas.
+            *[artifact_ref_block(a) for a in Artifact.objects.filter(pk__in=outcome.artifacts)],
         ],
     )
     if approval.status == Approval.Status.APPROVED:

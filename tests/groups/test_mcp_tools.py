@@ -149,3 +149,52 @@ def test_never_and_always_override_the_annotations(owner, tracker, settings):
         )
 
     assert asks("mcp.tracker.lookup") and not asks("mcp.tracker.delete_record")
+
+
+def test_an_approved_picture_is_kept_and_referenced_beside_its_result(owner, tracker):
+    """In the agent's own room: the picture an approved MCP call returns is an image artifact
+    of the thread, referenced in the turn that carries the call's result (the Canvas)."""
+    from garden.models import Artifact, Message
+    from groups.services.approvals import approval_decide, approval_execute
+    from tests.groups.conftest import scripted
+    from tests.groups.helpers import one_to_one, step_until
+
+    mcp_server_create(owner=owner, name="tracker", url=tracker.url)
+    painter = agent_create(
+        owner=owner,
+        handle="painter",
+        name="Painter",
+        model_account=scripted(
+            owner,
+            "painter",
+            [
+                {"after_tool_result": True, "reply": "Here it is."},
+                {
+                    "when": "draw",
+                    "reply": {
+                        "text": "",
+                        "tool_calls": [{"name": "mcp.tracker.picture", "arguments": {}}],
+                    },
+                },
+            ],
+        ),
+        enabled_tools=["mcp.tracker.picture"],
+        tool_approvals={"mcp.tracker.picture": "always"},
+    )
+    request = one_to_one(owner, painter, "Please draw the chart.")
+    step_until(request, "awaiting_approval", "completed", "failed")
+    assert request.state == "awaiting_approval"
+    assert tracker.calls == []
+    approval = Approval.objects.get(request=request)
+    approval_decide(user=owner, approval_id=approval.pk, decision="approve")
+    assert approval_execute(approval_id=approval.pk) == "executed"
+    step_until(request)
+    assert request.state == "completed", request.outcome
+    assert tracker.names() == ["picture"]
+    picture = Artifact.objects.get(conversation_id=request.conversation_id, kind="image")
+    assert picture.agent_id == painter.pk
+    carried = Message.objects.filter(request=request, content__contains=[{"type": "tool_result"}])
+    blocks = [b for m in carried for b in m.content]
+    assert {"type": "artifact_ref", "artifact_id": str(picture.pk)}.items() <= next(
+        b for b in blocks if b["type"] == "artifact_ref"
+    ).items()
