@@ -11,6 +11,7 @@ from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
 from garden.models import Agent, Approval, Artifact, AttachmentData
+from garden.tools import asks_by_annotations
 from garden.tools.mcp import servers_offered
 from groups.models import Group, GroupRequest
 from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
@@ -153,12 +154,11 @@ def agent_states(*, owner: AbstractBaseUser) -> dict[int, str]:
 
 
 def approval_by_annotations(annotations: dict[str, Any]) -> str:
-    """What an MCP tool without a policy of its own ("annotations") does, in words: the hints
-    are read as ``garden.tools.needs_approval`` reads them (destroying wins over reading)."""
+    """What an MCP tool without a policy of its own ("annotations") does, in words."""
+    if not asks_by_annotations(annotations):
+        return "reads only: runs without approval"
     if annotations.get("destructiveHint") is True:
         return "may destroy things: asks first"
-    if annotations.get("readOnlyHint") is True:
-        return "reads only: runs without approval"
     return "may change things: asks first"
 
 

@@ -61,6 +61,9 @@ class Endpoint:
 
     url: str = ""
     headers: dict[str, str] = field(default_factory=dict)
+    # The egress purpose its connections pass: an owner's server's ("mcp"), or the site's
+    # ("mcp_site": the hosts the operator configured are reachable for it alone).
+    purpose: egress.Purpose = "mcp"
     command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] | None = None
@@ -164,14 +167,18 @@ def _exchange(
     if not endpoint.command:
         # Refused before any connection: a literal address or localhost the policy refuses.
         try:
-            egress.check_url(endpoint.url, "mcp")
+            egress.check_url(endpoint.url, endpoint.purpose)
         except egress.EgressRefused as exc:
             raise McpFailure(exc.code, exc.message) from None
     failures: list[BaseException] = []
+    # The answer, once it came: the session's teardown (its DELETE, its GET stream) may fail
+    # or run out of time after it, and that says nothing about the call.
+    answer: list[T] = []
+    budget = egress.ReadBudget(max_bytes)
 
-    async def run() -> T:
+    async def run() -> None:
         with anyio.CancelScope() as scope:
-            budget = egress.ReadBudget(max_bytes, on_exceeded=scope.cancel)
+            budget.on_exceeded = scope.cancel
 
             async def on_message(message: Any) -> None:
                 # The SDK hands transport failures here rather than to the waiting request.
@@ -188,7 +195,9 @@ def _exchange(
                     read, write = await stack.enter_async_context(stdio_client(params))
                 else:
                     client = await stack.enter_async_context(
-                        egress.build_async_client("mcp", budget=budget, headers=endpoint.headers)
+                        egress.build_async_client(
+                            endpoint.purpose, budget=budget, headers=endpoint.headers
+                        )
                     )
                     read, write, _ = await stack.enter_async_context(
                         streamable_http_client(endpoint.url, http_client=client)
@@ -197,30 +206,32 @@ def _exchange(
                     ClientSession(read, write, message_handler=on_message)
                 )
                 await session.initialize()
-                return await op(session)
-        if budget.exceeded:
-            raise McpFailure(
-                "MCP_RESULT_TOO_LARGE",
-                f"the server sent more than {max_bytes:,} bytes; the answer was not read.",
-            )
-        raise _named(failures[0] if failures else None)
+                answer.append(await op(session))
+
+    async def within() -> None:
+        with anyio.move_on_after(timeout):
+            try:
+                await run()
+            except Exception:
+                if not answer:
+                    raise
 
     try:
         with egress.deadline(timeout, owner_id=owner_id):
-            return anyio.run(_within, timeout, run)
-    except McpFailure:
-        raise
-    except TimeoutError:
+            anyio.run(within)
+    except Exception as exc:  # a server's or the transport's failure; never the process's own
+        if not answer and not budget.exceeded:
+            raise _named(_first(exc)) from None
+    if answer:
+        return answer[0]
+    if budget.exceeded:
         raise McpFailure(
-            "MCP_TIMEOUT", f"the server did not answer within {timeout:g} s."
-        ) from None
-    except BaseException as exc:
-        raise _named(_first(exc)) from None
-
-
-async def _within(timeout: float, run: Callable[[], Awaitable[T]]) -> T:
-    with anyio.fail_after(timeout):
-        return await run()
+            "MCP_RESULT_TOO_LARGE",
+            f"the server sent more than {max_bytes:,} bytes; the answer was not read.",
+        )
+    if failures:
+        raise _named(failures[0])
+    raise McpFailure("MCP_TIMEOUT", f"the server did not answer within {timeout:g} s.")
 
 
 def _first(exc: BaseException) -> BaseException:
@@ -255,9 +266,11 @@ def _named(exc: BaseException | None) -> McpFailure:
     if isinstance(exc, TimeoutError | httpx.TimeoutException):
         return McpFailure("MCP_TIMEOUT", "the server did not answer in time.")
     if isinstance(exc, httpx.ConnectError | OSError):
-        return McpFailure("MCP_UNREACHABLE", f"the server cannot be reached ({exc}).")
+        return McpFailure("MCP_UNREACHABLE", "the server cannot be reached.")
     if exc is None or isinstance(exc, ValueError | httpx.HTTPError):
-        # Unexpected content types and unreadable JSON-RPC land here.
-        detail = f" ({exc})" if exc is not None else ""
-        return McpFailure("MCP_NOT_MCP", f"the server does not speak MCP at this URL{detail}.")
-    return McpFailure("MCP_FAILED", f"{type(exc).__name__}: {exc}")
+        # Unexpected content types and unreadable JSON-RPC land here. The transport's own
+        # words are left out: they may quote a header, and headers hold secrets.
+        return McpFailure(
+            "MCP_NOT_MCP", f"the server does not speak MCP at this URL ({type(exc).__name__})."
+        )
+    return McpFailure("MCP_FAILED", f"the exchange failed ({type(exc).__name__}).")

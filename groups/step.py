@@ -413,6 +413,19 @@ def _record(
         content = [b for b in content if b["type"] == "text"] or [text_block("")]
     head = queue[0] if queue and not is_coordinator else None
 
+    # Which calls wait for a person, decided before any row is locked (an owner's tool may be
+    # looked up on its server). Only a tool the agent has can ask: any other is not run.
+    waits = {
+        c.id
+        for c in calls
+        if c.name in (speaker.enabled_tools or [])
+        and needs_approval(
+            name=c.name,
+            approval_tools=speaker.approval_tools,
+            tool_approvals=speaker.tool_approvals,
+            owner_id=room.group.owner_id,
+        )
+    }
     with fenced(room, consume=reservation, usage=reply.usage) as w:
         content, text = _within_turn_cap(w, speaker, content, reply.text)
         if not calls:
@@ -442,19 +455,7 @@ def _record(
                 results += request_help(w, speaker, call, queue)
             else:
                 pending.append(call)
-        approval_call = next(
-            (
-                c
-                for c in pending
-                if needs_approval(
-                    name=c.name,
-                    approval_tools=speaker.approval_tools,
-                    tool_approvals=speaker.tool_approvals,
-                    owner_id=room.group.owner_id,
-                )
-            ),
-            None,
-        )
+        approval_call = next((c for c in pending if c.id in waits), None)
         if approval_call is not None:
             return suspend_for_approval(w, speaker, approval_call, pending, results, queue)
         if results:

@@ -13,7 +13,6 @@ from garden import egress, events
 from garden.errors import QuotaExceeded
 from garden.models import Agent, Approval, Artifact, Message
 from garden.providers import ToolCall, ToolSpec
-from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
@@ -126,10 +125,6 @@ def run_tools(
                         "is_error": out.is_error,
                     }
                 )
-                # What the tool made (an MCP tool's picture) stands on the Canvas.
-                blocks += [
-                    artifact_ref_block(a) for a in Artifact.objects.filter(pk__in=out.artifacts)
-                ]
         w.append(speaker=speaker, content=blocks)
         if too_large:
             return _controlled_stop(w, speaker, queue, too_large)

@@ -9,22 +9,26 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import uvicorn
 from mcp.server.fastmcp import FastMCP, Image
-from mcp.types import ToolAnnotations
+from mcp.types import ImageContent, ToolAnnotations
+from pydantic import Field
 
 from tests.groups.helpers import png_bytes
 
 
 class McpTestServer:
-    def __init__(self, *, token: str | None = None) -> None:
+    def __init__(
+        self, *, token: str | None = None, stateful: bool = False, stall_delete: bool = False
+    ) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.token = token
         self.seen_headers: list[dict[str, str]] = []
-        app = FastMCP("garden-test", stateless_http=True, json_response=False)
+        self.stall_delete = stall_delete
+        app = FastMCP("garden-test", stateless_http=not stateful, json_response=False)
         self.app = app
 
         @app.tool(
@@ -51,6 +55,25 @@ class McpTestServer:
             await anyio.sleep(30)
             return "late"
 
+        @app.tool(name="wait", description="Answers after some seconds.")
+        async def wait(seconds: float) -> str:
+            self.calls.append(("wait", {"seconds": seconds}))
+            await anyio.sleep(seconds)
+            return f"waited {seconds:g} s"
+
+        @app.tool(name="strict", description="Takes a code of a's.")
+        def strict(code: Annotated[str, Field(pattern=r"^(a|a)+$")]) -> str:
+            self.calls.append(("strict", {"code": code}))
+            return "ok"
+
+        @app.tool(name="gallery", description="Answers many pictures, some empty.")
+        def gallery(count: int) -> list:
+            self.calls.append(("gallery", {"count": count}))
+            return [Image(data=png_bytes(), format="png") for _ in range(count)] + [
+                ImageContent(type="image", data="", mimeType="image/png"),
+                ImageContent(type="image", data=png_data_url(), mimeType="text/html\nx"),
+            ]
+
         @app.tool(name="huge", description="Answers twenty megabytes.")
         def huge() -> str:
             self.calls.append(("huge", {}))
@@ -74,6 +97,9 @@ class McpTestServer:
         server = self
 
         async def app(scope, receive, send):
+            if scope["type"] == "http" and scope["method"] == "DELETE" and server.stall_delete:
+                await anyio.sleep(60)
+                return
             if scope["type"] == "http":
                 headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
                 server.seen_headers.append(headers)

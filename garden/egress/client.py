@@ -244,6 +244,9 @@ def build_async_client(
     )
     return httpx.AsyncClient(
         transport=transport,
+        # No per-phase timeout of httpx's own (5 s by default): the work's deadline bounds
+        # every connect, read and write (``clamp``), however long the work may take.
+        timeout=httpx.Timeout(None),
         follow_redirects=False,
         trust_env=False,
         cookies=no_cookies,

@@ -19,7 +19,7 @@ from django.conf import settings
 from garden.egress.deadline import clamp, current_owner
 from garden.egress.resolver import Resolver
 
-Purpose = Literal["provider", "tool", "telegram", "mcp"]
+Purpose = Literal["provider", "tool", "telegram", "mcp", "mcp_site"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -147,7 +147,25 @@ def allowlist_for(purpose: Purpose) -> Allowlist:
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_TELEGRAM)
     elif purpose == "mcp":
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_MCP)
+    elif purpose == "mcp_site":
+        entries += _site_mcp_hosts(settings.GARDEN_MCP_SERVERS)
     return _allowlist(entries)
+
+
+def _site_mcp_hosts(config: object) -> tuple[str, ...]:
+    """The host and port of each remote MCP server the operator configured: reachable for the
+    site's own servers (never for an owner's, whose allowlist is GARDEN_EGRESS_ALLOW_MCP)."""
+    if not isinstance(config, dict):
+        return ()
+    hosts = []
+    for spec in config.values():
+        url = spec.get("url") if isinstance(spec, dict) else None
+        if isinstance(url, str) and url:
+            parsed = httpx.URL(url)
+            port = parsed.port or (443 if parsed.scheme == "https" else 80)
+            host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+            hosts.append(f"{host}:{port}")
+    return tuple(hosts)
 
 
 def _unwrap(address: Address) -> Address:
@@ -283,6 +301,7 @@ def _setting_for(purpose: Purpose) -> str:
         "provider": "GARDEN_EGRESS_ALLOW_PROVIDERS",
         "telegram": "GARDEN_EGRESS_ALLOW_TELEGRAM",
         "mcp": "GARDEN_EGRESS_ALLOW_MCP",
+        "mcp_site": "GARDEN_MCP_SERVERS",
     }.get(purpose, "GARDEN_EGRESS_ALLOW")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -11,7 +13,7 @@ from garden.errors import FieldError, QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
-from garden.tools import APPROVAL_POLICIES, all_tools, is_sourced, owner_tools
+from garden.tools import APPROVAL_POLICIES, Tool, all_tools, is_sourced, owner_tools
 
 MAKER_TOOLS = [
     "platform.create_agent",
@@ -97,18 +99,26 @@ def agent_tools_check(
     approval_tools: list[str],
     owner_id: int | None = None,
     tool_approvals: dict[str, str] | None = None,
+    sourced: dict[str, Tool] | None = None,
+    already: Collection[str] = (),
 ) -> None:
     """Refuse tools an agent cannot be given, naming each: unknown names (an MCP tool is known
     when one of ``owner_id``'s servers lists it), the loop's own tools (group.ask is the
     coordinator's by its role, not a setting), the maker's platform tools on anyone but the
     maker, approval asked for a tool the agent does not have, and an MCP tool's approval given
-    anywhere but ``tool_approvals`` or as anything but a policy."""
+    anywhere but ``tool_approvals`` or as anything but a policy. ``sourced`` is the owner's MCP
+    tools when the caller looked them up already; an MCP tool the agent has ``already`` stays
+    (its server may be down or have dropped it: the owner can still take it off)."""
     tools = all_tools()
-    if owner_id is not None and any(is_sourced(n) for n in enabled_tools):
-        tools.update(owner_tools(owner_id))
+    new = [n for n in enabled_tools if is_sourced(n) and n not in already]
+    if new and sourced is None and owner_id is not None:
+        sourced = owner_tools(owner_id)
+    tools.update(sourced or {})
     errors: list[FieldError] = []
     for name in dict.fromkeys(enabled_tools):
         tool = tools.get(name)
+        if tool is None and is_sourced(name) and name in already:
+            continue
         if tool is None:
             errors.append(FieldError("enabled_tools", "UNKNOWN_TOOL", f"No such tool: {name}."))
         elif tool.loop_handled:
@@ -243,6 +253,10 @@ def agent_update(
     A step already running keeps the settings it read; the next step of every room the agent
     is in reads the new ones (the room's roster follows the agent row).
     """
+    # The owner's MCP tools, looked up before any row is locked (a site's server may be asked).
+    sourced = (
+        owner_tools(agent.owner_id) if any(is_sourced(n) for n in enabled_tools or []) else None
+    )
     with transaction.atomic():
         # Read under the row lock: two changes at once never write back each other's stale
         # tools (a name change must not drop an approval rule another change just added).
@@ -268,6 +282,8 @@ def agent_update(
                 approval_tools=approvals,
                 owner_id=agent.owner_id,
                 tool_approvals=policies,
+                sourced=sourced,
+                already=agent.enabled_tools,
             )
             agent.enabled_tools = list(dict.fromkeys(tools))
             agent.approval_tools = list(dict.fromkeys(approvals))

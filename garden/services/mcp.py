@@ -25,14 +25,17 @@ from garden.tools.mcp import (
     PREFIX,
     SERVER_NAME,
     listed_as_json,
-    operator_servers,
     server_headers,
-    tool_name,
 )
 
 MAX_HEADERS = 10
 MAX_HEADER_VALUE = 4_096
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$")
+# A field value (RFC 9110): visible characters, spaces and tabs inside, none at either end.
+_HEADER_VALUE = re.compile(
+    r"^[\x21-\x7e\x80-\xff](?:[\x20-\x7e\x80-\xff\t]{0,4094}[\x21-\x7e\x80-\xff])?$"
+)
+_TOKEN = re.compile(r"^[\x21-\x7e]{1,4000}$")
 # Headers the HTTP client or the MCP transport sets itself.
 _RESERVED_HEADERS = {
     "host",
@@ -55,10 +58,6 @@ def _check_name(owner: AbstractBaseUser, name: str, *, server: McpServer | None 
             "A server's name is 1 to 20 lower-case letters, digits and dashes (it names its tools: "
             "mcp.<name>.<tool>).",
             field="name",
-        )
-    if name in operator_servers():
-        raise ServiceError(
-            "NAME_TAKEN", f"{name} is the name of a server this site offers.", field="name"
         )
     others = McpServer.objects.filter(owner=owner, name=name)
     if server is not None:
@@ -103,15 +102,16 @@ def _check_headers(headers: dict[str, Any] | None, bearer_token: str | None) -> 
             raise ServiceError(
                 "INVALID_HEADERS", f"{name} is set by garden itself.", field="headers"
             )
-        if len(value) > MAX_HEADER_VALUE or any(c in value for c in "\r\n\0"):
+        if not _HEADER_VALUE.match(value):
             raise ServiceError(
                 "INVALID_HEADERS",
-                f"{name}'s value is longer than {MAX_HEADER_VALUE} characters or has line breaks.",
+                f"{name}'s value is empty, longer than {MAX_HEADER_VALUE} characters, starts or "
+                "ends with a space, or has a control character.",
                 field="headers",
             )
         found[name] = value
     if bearer_token:
-        if len(bearer_token) > MAX_HEADER_VALUE or any(c in bearer_token for c in "\r\n\0 "):
+        if not _TOKEN.match(bearer_token):
             raise ServiceError(
                 "INVALID_HEADERS",
                 "The bearer token has spaces or line breaks.",
@@ -196,7 +196,8 @@ def mcp_server_refresh(*, server: McpServer) -> McpServer:
     except CredentialError as exc:
         raise ServiceError(exc.code, exc.message, field="headers") from None
     tools = _listed(server.url, headers, owner_id=server.owner_id, name=server.name)
-    McpServer.objects.filter(pk=server.pk).update(tools=tools, refreshed_at=timezone.now())
+    if not McpServer.objects.filter(pk=server.pk).update(tools=tools, refreshed_at=timezone.now()):
+        raise _gone()
     server.refresh_from_db()
     return server
 
@@ -240,32 +241,45 @@ def mcp_server_update(
             raise ServiceError(exc.code, exc.message, field="headers") from None
     cleared = bool(server.header_names) and not given and (moved or clear_headers)
     tools = _listed(new_url, sent, owner_id=server.owner_id, name=server.name)
-    McpServer.objects.filter(pk=server.pk).update(
-        url=new_url,
-        headers_encrypted=_encrypt(sent),
-        header_names=sorted(sent),
-        tools=tools,
-        refreshed_at=timezone.now(),
-    )
+    with transaction.atomic():
+        changed = McpServer.objects.filter(pk=server.pk).update(
+            url=new_url,
+            headers_encrypted=_encrypt(sent),
+            header_names=sorted(sent),
+            tools=tools,
+            refreshed_at=timezone.now(),
+        )
+        if not changed:
+            raise _gone()
+        if moved:
+            # Another server now answers to these names: the owner's choices for the old one's
+            # tools do not carry over (each is by its annotations again).
+            _forget_tools(server, enabled=False)
     server.refresh_from_db()
     return ServerChange(server=server, headers_cleared=cleared)
+
+
+def _gone() -> ServiceError:
+    return ServiceError("NOT_FOUND", "No such MCP server.", status=404)
+
+
+def _forget_tools(server: McpServer, *, enabled: bool) -> None:
+    """Take the server's tools' approval policies (and with ``enabled``, the tools themselves)
+    off the owner's agents. Caller holds the transaction."""
+    prefix = f"{PREFIX}{server.name}."
+    for agent in Agent.objects.select_for_update(no_key=True).filter(owner_id=server.owner_id):
+        tools = [t for t in agent.enabled_tools if not (enabled and t.startswith(prefix))]
+        policies = {
+            k: v for k, v in (agent.tool_approvals or {}).items() if not k.startswith(prefix)
+        }
+        if tools != agent.enabled_tools or policies != agent.tool_approvals:
+            agent.enabled_tools = tools
+            agent.tool_approvals = policies
+            agent.save(update_fields=["enabled_tools", "tool_approvals"])
 
 
 @transaction.atomic
 def mcp_server_delete(*, server: McpServer) -> None:
     """Remove the server, and its tools from the owner's agents (their settings with them)."""
-    prefix = f"{PREFIX}{server.name}."
-    for agent in Agent.objects.select_for_update(no_key=True).filter(owner_id=server.owner_id):
-        kept = [t for t in agent.enabled_tools if not t.startswith(prefix)]
-        if kept != agent.enabled_tools:
-            agent.enabled_tools = kept
-            agent.tool_approvals = {
-                k: v for k, v in (agent.tool_approvals or {}).items() if not k.startswith(prefix)
-            }
-            agent.save(update_fields=["enabled_tools", "tool_approvals"])
+    _forget_tools(server, enabled=True)
     server.delete()
-
-
-def mcp_tool_names(*, server: McpServer) -> list[str]:
-    """The names agents know the server's usable tools by."""
-    return [tool_name(server.name, t["name"]) for t in server.tools if not t.get("unusable")]

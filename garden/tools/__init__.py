@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import regex
 
 from garden.providers.types import ToolSpec
 
@@ -135,7 +136,12 @@ def needs_approval(
     if policy == "never":
         return False
     tool = get_tool(name, owner_id=owner_id)
-    hints = tool.meta.get("annotations", {}) if tool is not None else {}
+    return asks_by_annotations(tool.meta.get("annotations", {}) if tool is not None else {})
+
+
+def asks_by_annotations(hints: dict[str, Any]) -> bool:
+    """Whether a tool's own annotations ask for approval: unless it says it only reads, and
+    always when it says it destroys (hints from a server err towards asking)."""
     if hints.get("destructiveHint") is True:
         return True
     return hints.get("readOnlyHint") is not True
@@ -170,9 +176,14 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
-    """Validate model-supplied arguments against the tool's schema; the first error or None."""
-    validator = _validator(tool.spec.name, tool.spec.parameters)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    """Validate model-supplied arguments against the tool's schema; the first error or None.
+    A schema that cannot be applied (an owner's server's) is an error of the call, never a
+    crash."""
+    try:
+        validator = _validator(tool.spec.name, tool.spec.parameters)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except Exception as exc:  # an unresolvable reference, …: the server's schema, not ours
+        return f"the tool's schema cannot be applied ({type(exc).__name__})"
     if error is None:
         return None
     path = "/".join(str(p) for p in error.absolute_path) or "arguments"
@@ -189,13 +200,33 @@ def _validator(name: str, schema: dict[str, Any]):
     if is_sourced(name):
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
-        return cls(schema, format_checker=None)
+        return jsonschema.validators.extend(cls, {"pattern": _bounded_pattern})(schema)
     cached = _VALIDATORS.get(name)
     if cached is None or cached[0] is not schema:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         cached = _VALIDATORS[name] = (schema, cls(schema))
     return cached[1]
+
+
+# An owner's server's pattern is matched for at most this long (a pattern such as ^(a|a)+$
+# backtracks for minutes on a short string, and would hold a shared worker).
+PATTERN_SECONDS = 0.05
+
+
+def _bounded_pattern(validator, pattern: str, instance: Any, schema: dict[str, Any]):
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
+    except TimeoutError:
+        yield jsonschema.ValidationError(f"matching the pattern {pattern!r} took too long")
+        return
+    except regex.error:
+        yield jsonschema.ValidationError(f"the pattern {pattern!r} cannot be used")
+        return
+    if found is None:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:

@@ -6,6 +6,7 @@ returns are kept as artifacts of the thread; every failure is a named tool error
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -40,6 +41,9 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 MAX_DESCRIPTION = 1_000
 MAX_SCHEMA_BYTES = 32_768
 MAX_WIRE_NAME = 64
+# Pictures kept of one result, and the kinds kept.
+MAX_PICTURES = 8
+PICTURE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # How long the operator's servers' tool lists are kept before they are asked again, and a
 # failed listing before it is tried again.
 OPERATOR_LIST_SECONDS = 300
@@ -74,7 +78,24 @@ def usable(server: str, listed: dict[str, Any]) -> str | None:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return f"its input schema is not valid JSON Schema ({exc.message})"
-    return None
+    return _unsupported(schema)
+
+
+def _unsupported(node: Any) -> str | None:
+    """What of a schema garden does not apply: a reference outside the schema (it would be
+    fetched) and ``patternProperties`` (its patterns would be matched without a time bound);
+    ``pattern`` itself is matched within one (``garden.tools``)."""
+    if isinstance(node, list):
+        return next((why for why in map(_unsupported, node) if why), None)
+    if not isinstance(node, dict):
+        return None
+    for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+        ref = node.get(key)
+        if isinstance(ref, str) and not ref.startswith("#"):
+            return f"its input schema refers outside itself ({key} {ref[:100]!r})"
+    if "patternProperties" in node:
+        return "its input schema uses patternProperties"
+    return next((why for why in map(_unsupported, node.values()) if why), None)
 
 
 def listed_as_json(tools: list[mcp_client.ListedTool], server: str) -> list[dict[str, Any]]:
@@ -132,7 +153,10 @@ class OperatorServer:
                 env={k: os.environ.get(var, "") for k, var in self.env} or None,
             )
         return mcp_client.Endpoint(
-            url=self.url, headers={h: os.environ.get(var, "") for h, var in self.headers}
+            url=self.url,
+            # A value read from a file-mounted variable often ends in a newline.
+            headers={h: os.environ.get(var, "").strip() for h, var in self.headers},
+            purpose="mcp_site",
         )
 
 
@@ -202,7 +226,8 @@ def operator_servers_for(user: AbstractBaseUser) -> list[OperatorServer]:
 def operator_tools(server: OperatorServer) -> list[dict[str, Any]]:
     """An operator's server's tools, listed at most every OPERATOR_LIST_SECONDS per site
     (a failed listing is tried again after OPERATOR_RETRY_SECONDS, offering nothing)."""
-    key = f"garden:mcp-operator:{server.name}:{hash((server.url, server.command, server.args))}"
+    config = json.dumps([server.url, server.command, server.args]).encode()
+    key = f"garden:mcp-operator:{server.name}:{hashlib.sha256(config).hexdigest()[:16]}"
     kept = cache.get(key)
     if kept is not None:
         return kept
@@ -339,7 +364,15 @@ def mcp_call(
         parts.append("structured: " + json.dumps(result.structured, ensure_ascii=False))
     parts += result.extra
     kept: list[int] = []
-    for media_type, data in result.images:
+    pictures = [(t, d) for t, d in result.images if t in PICTURE_TYPES and d]
+    if len(pictures) < len(result.images):
+        parts.append(
+            f"[{len(result.images) - len(pictures)} pictures left out: empty or not "
+            f"{', '.join(sorted(PICTURE_TYPES))}]"
+        )
+    if len(pictures) > MAX_PICTURES:
+        parts.append(f"[{len(pictures) - MAX_PICTURES} more pictures left out]")
+    for media_type, data in pictures[:MAX_PICTURES]:
         try:
             kept.append(_keep_picture(ctx, server, tool, media_type, data))
         except QuotaExceeded as refused:

@@ -19,11 +19,17 @@ from django.utils import timezone
 
 from garden import events
 from garden.errors import ServiceError
-from garden.models import Approval, Artifact, Message
+from garden.models import Approval, Message
 from garden.retry import retry_on_lock_conflict
-from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import message_append, text_block
-from garden.tools import ToolOutcome, check_arguments, describe_action, get_tool, run_tool
+from garden.tools import (
+    Tool,
+    ToolOutcome,
+    check_arguments,
+    describe_action,
+    get_tool,
+    run_tool,
+)
 from groups import row_locks, scheduling
 from groups.faults import fault_point
 from groups.models import GroupRequest
@@ -77,15 +83,21 @@ def approval_decide(
     wanted = DECISIONS[decision]
     head = (
         Approval.objects.filter(pk=approval_id, owner=user)
-        .values("request__group_id", "request_id")
+        .values("request__group_id", "request_id", "action")
         .first()
     )
     if head is None:
         raise ServiceError("NOT_FOUND", "No such approval.", status=404, field="approval")
+    # Found before any row is locked: an owner's tool may be looked up on its server.
+    tool = (
+        get_tool((head["action"] or {}).get("name", ""), owner_id=user.pk)
+        if arguments is not None
+        else None
+    )
     with transaction.atomic():
         _, request = row_locks.lock_group_and_request(head["request__group_id"], head["request_id"])
         approval = row_locks.lock_approval(approval_id)
-        changed = _changed_arguments(approval, arguments)
+        changed = _changed_arguments(approval, arguments, tool)
         if approval.status != Approval.Status.PENDING:
             if approval.status == wanted and (
                 arguments is None or changed == approval.approved_arguments
@@ -137,15 +149,16 @@ def approval_decide(
     return Decision(approval, repeated=False)
 
 
-def _changed_arguments(approval: Approval, arguments: dict[str, Any] | None) -> dict | None:
-    """``arguments`` when they differ from the requested ones and pass the tool's schema;
+def _changed_arguments(
+    approval: Approval, arguments: dict[str, Any] | None, tool: Tool | None
+) -> dict | None:
+    """``arguments`` when they differ from the requested ones and pass ``tool``'s schema;
     None when there are none or they are the same (it runs as requested)."""
     if arguments is None:
         return None
     action = approval.action or {}
     if arguments == (action.get("arguments") or {}):
         return None
-    tool = get_tool(action.get("name", ""), owner_id=approval.owner_id)
     problem = (
         "this tool is not available any more" if tool is None else check_arguments(tool, arguments)
     )
@@ -196,8 +209,16 @@ def _run(approval: Approval) -> ToolOutcome:
     if request is None:
         # Its history was cleared: decided and detached, never run (approval_execute).
         return ToolOutcome("NOT_RUN: the request is gone.", is_error=True, code="NOT_RUN")
+    name = approval.action.get("name", "")
+    if name not in (approval.agent.enabled_tools or []):
+        # Taken off the agent (or its server removed) while the approval waited.
+        return ToolOutcome(
+            f"NOT_RUN: {name} is no longer among @{approval.agent.handle}'s tools.",
+            is_error=True,
+            code="NOT_RUN",
+        )
     ctx = tool_context(request=request, group=request.group, agent_id=approval.agent_id)
-    outcome = run_tool(ctx, approval.action.get("name", ""), approval.arguments_to_run)
+    outcome = run_tool(ctx, name, approval.arguments_to_run)
     if approval.approved_arguments is None:
         return outcome
     # The agent learns that what ran is not exactly what it asked for.
@@ -230,8 +251,6 @@ def _record_and_resume(
                 "content": outcome.content,
                 "is_error": outcome.is_error,
             },
-            # What the action made (an MCP tool's picture) stands on the Canvas.
-            *[artifact_ref_block(a) for a in Artifact.objects.filter(pk__in=outcome.artifacts)],
         ],
     )
     if approval.status == Approval.Status.APPROVED:

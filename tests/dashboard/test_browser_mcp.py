@@ -176,4 +176,7 @@ def test_test_names_why_a_server_no_longer_answers_and_keeps_its_tools(
     page.get_by_role("button", name="Test tracker").click()
     expect(page.locator(".mcp-server .test-result")).to_contain_text("MCP_UNREACHABLE: tracker:")
     expect(tools).to_contain_text("delete_record")
-    assert len(McpServer.objects.get(owner=owner).tools) == 6
+    assert {t["name"] for t in McpServer.objects.get(owner=owner).tools} >= {
+        "lookup",
+        "delete_record",
+    }

@@ -349,3 +349,110 @@ def test_staff_see_a_server_in_the_admin_without_its_headers_and_removing_it_cle
     clerk.refresh_from_db()
     assert clerk.enabled_tools == []
     assert get_user_model().objects.filter(pk=owner.pk).exists()
+
+
+def test_a_tool_slower_than_httpxs_own_timeout_answers_within_garden_s(
+    owner, clerk, tracker, settings
+):
+    """httpx gives up on a read after 5 s by default; the call's deadline is garden's."""
+    settings.GARDEN_MCP_TIMEOUT = 30.0
+    agent_update(agent=clerk, enabled_tools=[*clerk.enabled_tools, "mcp.tracker.wait"])
+    outcome = run_tool(ctx_for(owner, clerk), "mcp.tracker.wait", {"seconds": 6})
+    assert not outcome.is_error, outcome.content
+    assert "waited 6 s" in outcome.content
+
+
+def test_an_answer_stands_when_the_sessions_teardown_stalls(owner, settings, loopback_mcp, api):
+    """A stateful server that never answers the session's closing DELETE: the call's answer
+    came, and is not turned into a timeout by what follows it."""
+    settings.GARDEN_MCP_TIMEOUT = 3.0
+    with mcp_server(stateful=True, stall_delete=True) as server:
+        assert add(api, server, name="sticky").status_code == 201
+        agent = agent_create(
+            owner=owner,
+            handle="sticky",
+            name="Sticky",
+            model_account=scripted_account_for(owner=owner),
+            enabled_tools=["mcp.sticky.lookup"],
+        )
+        outcome = run_tool(ctx_for(owner, agent), "mcp.sticky.lookup", {"query": "rent"})
+        assert not outcome.is_error, outcome.content
+        assert "balance 1400" in outcome.content
+        assert server.calls == [("lookup", {"query": "rent"})]
+
+
+def test_a_pattern_that_backtracks_is_refused_within_a_bound_and_nothing_is_sent(
+    owner, clerk, tracker
+):
+    import time
+
+    agent_update(agent=clerk, enabled_tools=[*clerk.enabled_tools, "mcp.tracker.strict"])
+    started = time.monotonic()
+    outcome = run_tool(ctx_for(owner, clerk), "mcp.tracker.strict", {"code": "a" * 40 + "!"})
+    assert outcome.code == "INVALID_TOOL_ARGUMENTS"
+    assert "took too long" in outcome.content
+    assert time.monotonic() - started < 5  # unbounded, this match runs for hours
+    assert tracker.calls == []
+    fine = run_tool(ctx_for(owner, clerk), "mcp.tracker.strict", {"code": "aaa"})
+    assert not fine.is_error, fine.content
+
+
+@pytest.mark.parametrize(
+    "schema, why",
+    [
+        (
+            {"type": "object", "properties": {"a": {"$ref": "https://x.invalid/s"}}},
+            "refers outside",
+        ),
+        ({"type": "object", "patternProperties": {"^(a|a)+$": {}}}, "patternProperties"),
+        ({"type": "array"}, "not an object schema"),
+        ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "not valid JSON Schema"),
+    ],
+)
+def test_a_schema_garden_cannot_apply_makes_its_tool_unusable(schema, why):
+    from garden.tools.mcp import usable
+
+    assert why in usable("tracker", {"name": "tool", "input_schema": schema})
+    assert (
+        usable(
+            "tracker",
+            {
+                "name": "tool",
+                "input_schema": {
+                    "type": "object",
+                    "$defs": {"x": {}},
+                    "properties": {"a": {"$ref": "#/$defs/x"}},
+                },
+            },
+        )
+        is None
+    )
+
+
+def test_pictures_are_kept_up_to_a_cap_and_only_real_pictures(owner, clerk, tracker):
+    from garden.tools.mcp import MAX_PICTURES
+
+    agent_update(agent=clerk, enabled_tools=[*clerk.enabled_tools, "mcp.tracker.gallery"])
+    ctx = ctx_for(owner, clerk)
+    outcome = run_tool(ctx, "mcp.tracker.gallery", {"count": MAX_PICTURES + 3})
+    assert not outcome.is_error, outcome.content
+    assert len(outcome.artifacts) == MAX_PICTURES
+    assert Artifact.objects.filter(conversation_id=ctx.conversation_id).count() == MAX_PICTURES
+    assert "2 pictures left out" in outcome.content
+    assert "3 more pictures left out" in outcome.content
+
+
+def test_a_header_value_that_would_be_echoed_by_the_transport_is_refused(api, owner, tracker):
+    from garden.errors import ServiceError
+    from garden.services.mcp import mcp_server_create
+
+    for value in ("bell\x07", "mid\x01dle", ""):
+        response = add(api, tracker, headers={"X-Key": value})
+        assert response.status_code == 400, value
+        assert response.json()["code"] == "INVALID_HEADERS"
+    for value in (" padded", "trailing\t"):  # the API trims these; the service refuses them
+        with pytest.raises(ServiceError) as refused:
+            mcp_server_create(owner=owner, name="t", url=tracker.url, headers={"X-Key": value})
+        assert refused.value.code == "INVALID_HEADERS"
+    assert not McpServer.objects.exists()
+    assert tracker.seen_headers == []

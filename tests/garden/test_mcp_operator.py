@@ -45,7 +45,8 @@ def run_as(user, name, arguments):
 
 
 def test_a_remote_server_offered_to_named_users_only(api, owner, stranger, settings, monkeypatch):
-    settings.GARDEN_EGRESS_ALLOW_MCP = ["127.0.0.1"]
+    # The site's server is reachable for the site's use alone: GARDEN_EGRESS_ALLOW_MCP (what
+    # owners' servers may reach) stays empty.
     monkeypatch.setenv("SITE_TRACKER_TOKEN", "Bearer site-secret")
     with mcp_server(token="site-secret") as server:
         settings.GARDEN_MCP_SERVERS = {
@@ -70,10 +71,12 @@ def test_a_remote_server_offered_to_named_users_only(api, owner, stranger, setti
         with pytest.raises(ServiceError) as refused:
             run_as(stranger, "mcp.site.lookup", {"query": "rent"})
         assert refused.value.code == "UNKNOWN_TOOL"
-        # An owner cannot take the site's name for a server of its own.
-        taken = api.post("/api/mcp-servers", {"name": "site", "url": server.url})
-        assert taken.status_code == 400
-        assert taken.json()["code"] == "NAME_TAKEN"
+        # An owner cannot reach the site's server as a server of its own, and the site's names
+        # are not told to anyone by a refusal.
+        own = api.post("/api/mcp-servers", {"name": "site", "url": server.url})
+        assert own.status_code == 400
+        assert own.json()["code"] == "EGRESS_REFUSED"
+        assert len(server.calls) == 1
 
 
 def test_a_local_stdio_server_is_the_operators_to_run(owner, settings, monkeypatch):

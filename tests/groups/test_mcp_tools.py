@@ -151,9 +151,10 @@ def test_never_and_always_override_the_annotations(owner, tracker, settings):
     assert asks("mcp.tracker.lookup") and not asks("mcp.tracker.delete_record")
 
 
-def test_an_approved_picture_is_kept_and_referenced_beside_its_result(owner, tracker):
+def test_an_approved_picture_is_kept_on_the_rooms_canvas(owner, tracker):
     """In the agent's own room: the picture an approved MCP call returns is an image artifact
-    of the thread, referenced in the turn that carries the call's result (the Canvas)."""
+    of the thread, tagged with the agent, which the room's Canvas lists; the call's result
+    names it."""
     from garden.models import Artifact, Message
     from groups.services.approvals import approval_decide, approval_execute
     from tests.groups.conftest import scripted
@@ -193,8 +194,58 @@ def test_an_approved_picture_is_kept_and_referenced_beside_its_result(owner, tra
     assert tracker.names() == ["picture"]
     picture = Artifact.objects.get(conversation_id=request.conversation_id, kind="image")
     assert picture.agent_id == painter.pk
-    carried = Message.objects.filter(request=request, content__contains=[{"type": "tool_result"}])
-    blocks = [b for m in carried for b in m.content]
-    assert {"type": "artifact_ref", "artifact_id": str(picture.pk)}.items() <= next(
-        b for b in blocks if b["type"] == "artifact_ref"
-    ).items()
+    from dashboard.selectors import group_artifacts
+
+    canvas = group_artifacts(owner=owner, group=None, conversation_id=request.conversation_id)
+    assert [a.pk for a in canvas] == [picture.pk]
+    result = next(
+        b
+        for m in Message.objects.filter(request=request)
+        for b in m.content
+        if b["type"] == "tool_result"
+    )
+    assert f"[picture kept as artifact {picture.pk}]" in result["content"]
+
+
+def test_a_tool_the_agent_does_not_have_asks_nothing_and_runs_nothing(owner, tracker):
+    """A model that names one of its owner's MCP tools the agent was not given gets
+    TOOL_NOT_AVAILABLE: no approval card, no call."""
+    from garden.models import Message
+    from tests.groups.conftest import scripted
+    from tests.groups.helpers import one_to_one, step_until
+
+    mcp_server_create(owner=owner, name="tracker", url=tracker.url)
+    clerk = agent_create(
+        owner=owner,
+        handle="clerk",
+        name="Clerk",
+        model_account=scripted(
+            owner,
+            "clerk",
+            [
+                {"after_tool_result": True, "reply": "I could not."},
+                {
+                    "when": "delete",
+                    "reply": {
+                        "text": "",
+                        "tool_calls": [
+                            {"name": "mcp.tracker.delete_record", "arguments": {"record_id": 1}}
+                        ],
+                    },
+                },
+            ],
+        ),
+        enabled_tools=["mcp.tracker.lookup"],
+    )
+    request = one_to_one(owner, clerk, "Please delete record 1.")
+    step_until(request)
+    assert request.state == "completed", request.outcome
+    assert not Approval.objects.filter(request=request).exists()
+    assert tracker.calls == []
+    results = [
+        b
+        for m in Message.objects.filter(request=request)
+        for b in m.content
+        if b["type"] == "tool_result"
+    ]
+    assert [r["content"].split(":")[0] for r in results] == ["TOOL_NOT_AVAILABLE"]
