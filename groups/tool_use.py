@@ -16,7 +16,7 @@ from garden.providers import ToolCall, ToolSpec
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
-from garden.tools import ToolOutcome, describe_action, get_tool, run_tool
+from garden.tools import ToolOutcome, describe_action, get_tool, get_tools, run_tool
 from groups import scheduling
 from groups.asks import answer_ask, synthesis_begins, tool_error
 from groups.fencing import StepWriter, fenced
@@ -40,12 +40,8 @@ def tool_specs(room: Room, speaker: Agent) -> tuple[ToolSpec, ...]:
     else:
         names = list(MEMBER_TOOLS)
     names += [n for n in speaker.enabled_tools if n not in names]
-    specs = []
-    for name in names:
-        tool = get_tool(name, owner_id=room.group.owner_id)
-        if tool is not None:
-            specs.append(tool.spec)
-    return tuple(specs)
+    found = get_tools(names, owner_id=room.group.owner_id)
+    return tuple(found[name].spec for name in names if name in found)
 
 
 def run_tools(

@@ -66,6 +66,7 @@ class ToolSource:
 
     prefix: str
     resolve: Callable[[int, str], Tool | None]
+    resolve_many: Callable[[int, list[str]], dict[str, Tool]]
     listing: Callable[[int], dict[str, Tool]]
     describe: Callable[[str, dict[str, Any]], str]
 
@@ -103,6 +104,17 @@ def get_tool(name: str, *, owner_id: int | None = None) -> Tool | None:
         return tool
     source = _source_of(name)
     return source.resolve(owner_id, name) if source is not None else None
+
+
+def get_tools(names: list[str], *, owner_id: int) -> dict[str, Tool]:
+    """The tools of ``names`` that exist for ``owner_id``, built-ins and its sourced ones, each
+    source read once."""
+    found = {n: _REGISTRY[n] for n in names if n in _REGISTRY}
+    for source in _SOURCES:
+        mine = [n for n in names if n.startswith(source.prefix) and n not in found]
+        if mine:
+            found.update(source.resolve_many(owner_id, mine))
+    return found
 
 
 def all_tools() -> dict[str, Tool]:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -48,6 +49,9 @@ PICTURE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"}
 # failed listing before it is tried again.
 OPERATOR_LIST_SECONDS = 300
 OPERATOR_RETRY_SECONDS = 60
+
+# Where a tool's server is, read when it is called (an owner's headers are decrypted then).
+Endpointer = Callable[[], mcp_client.Endpoint]
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -257,7 +261,7 @@ def server_headers(server: McpServer) -> dict[str, str]:
     return json.loads(api_key_decrypt(server.headers_encrypted))
 
 
-def _tool(server: str, listed: dict[str, Any], endpoint) -> Tool:
+def _tool(server: str, listed: dict[str, Any], endpoint: Endpointer) -> Tool:
     name = tool_name(server, listed["name"])
     hints = listed.get("annotations") or {}
     return Tool(
@@ -274,7 +278,7 @@ def _tool(server: str, listed: dict[str, Any], endpoint) -> Tool:
     )
 
 
-def _offered(server: str, tools: list[dict[str, Any]], endpoint) -> dict[str, Tool]:
+def _offered(server: str, tools: list[dict[str, Any]], endpoint: Endpointer) -> dict[str, Tool]:
     return {
         tool_name(server, t["name"]): _tool(server, t, endpoint)
         for t in tools
@@ -282,7 +286,7 @@ def _offered(server: str, tools: list[dict[str, Any]], endpoint) -> dict[str, To
     }
 
 
-def _owner_endpoint(row: McpServer):
+def _owner_endpoint(row: McpServer) -> Endpointer:
     def endpoint() -> mcp_client.Endpoint:
         try:
             headers = server_headers(row)
@@ -307,23 +311,41 @@ def listing(owner_id: int) -> dict[str, Tool]:
     return found
 
 
-def resolve(owner_id: int, name: str) -> Tool | None:
-    parts = split_name(name)
-    if parts is None:
-        return None
-    server, tool = parts
-    row = McpServer.objects.filter(owner_id=owner_id, name=server).first()
-    if row is not None:
-        tools = row.tools
-        endpoint = _owner_endpoint(row)
-    else:
-        offered = operator_servers().get(server)
+def resolve_many(owner_id: int, names: list[str]) -> dict[str, Tool]:
+    """The tools of ``names`` that ``owner_id`` may use, found with one read of its servers
+    (and, for a name no server of its own answers, of the site's it is offered)."""
+    wanted: dict[str, set[str]] = {}
+    for name in names:
+        parts = split_name(name)
+        if parts is not None:
+            wanted.setdefault(parts[0], set()).add(parts[1])
+    if not wanted:
+        return {}
+    found: dict[str, Tool] = {}
+    own = McpServer.objects.filter(owner_id=owner_id, name__in=list(wanted))
+    for row in own:
+        found.update(_picked(row.name, row.tools, wanted.pop(row.name), _owner_endpoint(row)))
+    offered = {n: s for n, s in operator_servers().items() if n in wanted}
+    if offered:
         user = get_user_model().objects.filter(pk=owner_id).first()
-        if offered is None or user is None or not offered.granted_to(user):
-            return None
-        tools, endpoint = operator_tools(offered), offered.endpoint
-    listed = next((t for t in tools if t.get("name") == tool and not t.get("unusable")), None)
-    return _tool(server, listed, endpoint) if listed is not None else None
+        for name, server in offered.items():
+            if user is not None and server.granted_to(user):
+                found.update(_picked(name, operator_tools(server), wanted[name], server.endpoint))
+    return found
+
+
+def _picked(
+    server: str, tools: list[dict[str, Any]], names: set[str], endpoint: Endpointer
+) -> dict[str, Tool]:
+    return {
+        tool_name(server, t["name"]): _tool(server, t, endpoint)
+        for t in tools
+        if t.get("name") in names and not t.get("unusable")
+    }
+
+
+def resolve(owner_id: int, name: str) -> Tool | None:
+    return resolve_many(owner_id, [name]).get(name)
 
 
 def describe(name: str, arguments: dict[str, Any]) -> str:
@@ -341,7 +363,7 @@ def _failed(server: str, tool: str, code: str, message: str) -> ToolOutcome:
 
 
 def mcp_call(
-    ctx: ToolContext, args: dict[str, Any], *, server: str, tool: str, endpoint
+    ctx: ToolContext, args: dict[str, Any], *, server: str, tool: str, endpoint: Endpointer
 ) -> ToolOutcome:
     """One call of ``tool`` on ``server`` for ``ctx``'s owner, within GARDEN_MCP_TIMEOUT (or
     what is left of the step's tool time) and GARDEN_MCP_MAX_RESULT_BYTES."""
@@ -444,5 +466,11 @@ def servers_offered(*, owner: AbstractBaseUser) -> list[dict[str, Any]]:
 
 
 MCP_TOOLS = register_source(
-    ToolSource(prefix=PREFIX, resolve=resolve, listing=listing, describe=describe)
+    ToolSource(
+        prefix=PREFIX,
+        resolve=resolve,
+        resolve_many=resolve_many,
+        listing=listing,
+        describe=describe,
+    )
 )

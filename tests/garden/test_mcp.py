@@ -456,3 +456,16 @@ def test_a_header_value_that_would_be_echoed_by_the_transport_is_refused(api, ow
         assert refused.value.code == "INVALID_HEADERS"
     assert not McpServer.objects.exists()
     assert tracker.seen_headers == []
+
+
+def test_a_steps_tools_are_found_with_one_read_of_the_owners_servers(owner, clerk):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from garden.tools import get_tools
+
+    names = [*clerk.enabled_tools, "file.read", "mcp.tracker.nothing", "mcp.gone.lookup"]
+    with CaptureQueriesContext(connection) as queries:
+        found = get_tools(names, owner_id=owner.pk)
+    assert sorted(found) == sorted([*clerk.enabled_tools, "file.read"])
+    assert len([q for q in queries if "garden_mcpserver" in q["sql"]]) == 1
