@@ -53,11 +53,7 @@ class Credential:
     groups: frozenset[str] = frozenset()
 
     def granted_to(self, user: AbstractBaseUser) -> bool:
-        if self.users is None:
-            return True
-        if user.get_username() in self.users:
-            return True
-        return bool(self.groups) and user.groups.filter(name__in=self.groups).exists()
+        return granted(user, users=self.users, groups=self.groups)
 
     def secret(self) -> str:
         """The key, read now from the worker's environment or file."""
@@ -95,16 +91,7 @@ def parse_credentials(config: dict[str, Any]) -> dict[str, Credential]:
             raise ValueError(f"{where}: provider must be one of {', '.join(DEFAULT_BASE_URLS)}")
         if bool(spec.get("env")) == bool(spec.get("file")):
             raise ValueError(f"{where}: give exactly one of env or file")
-        if "users" not in spec and "groups" not in spec:
-            raise ValueError(f'{where}: say who may use it (users: "*" or a list, or groups)')
-        users = spec.get("users", [])
-        if users != "*" and not (
-            isinstance(users, list) and all(isinstance(u, str) for u in users)
-        ):
-            raise ValueError(f'{where}: users must be "*" or a list of usernames')
-        groups = spec.get("groups", [])
-        if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
-            raise ValueError(f"{where}: groups must be a list of group names")
+        users, groups = parse_audience(spec, where)
         base_url = str(spec.get("base_url") or DEFAULT_BASE_URLS[provider]).rstrip("/")
         found[str(name)] = Credential(
             name=str(name),
@@ -112,10 +99,35 @@ def parse_credentials(config: dict[str, Any]) -> dict[str, Credential]:
             base_url=base_url,
             env=str(spec.get("env") or ""),
             file=str(spec.get("file") or ""),
-            users=None if users == "*" else frozenset(users),
-            groups=frozenset(groups),
+            users=users,
+            groups=groups,
         )
     return found
+
+
+def parse_audience(
+    spec: dict[str, Any], where: str
+) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """Who the operator gives a thing to (a credential, an MCP server): ``users`` ("*" or
+    usernames; None for everyone) and ``groups``; raises ValueError naming the problem."""
+    if "users" not in spec and "groups" not in spec:
+        raise ValueError(f'{where}: say who may use it (users: "*" or a list, or groups)')
+    users = spec.get("users", [])
+    if users != "*" and not (isinstance(users, list) and all(isinstance(u, str) for u in users)):
+        raise ValueError(f'{where}: users must be "*" or a list of usernames')
+    groups = spec.get("groups", [])
+    if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+        raise ValueError(f"{where}: groups must be a list of group names")
+    return (None if users == "*" else frozenset(users)), frozenset(groups)
+
+
+def granted(
+    user: AbstractBaseUser, *, users: frozenset[str] | None, groups: frozenset[str]
+) -> bool:
+    """Whether ``user`` is among ``users`` (None: everyone) or in one of ``groups``."""
+    if users is None or user.get_username() in users:
+        return True
+    return bool(groups) and user.groups.filter(name__in=groups).exists()
 
 
 def credentials() -> dict[str, Credential]:

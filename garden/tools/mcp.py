@@ -24,7 +24,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from garden import mcp_client
-from garden.credentials import CredentialError, api_key_decrypt
+from garden.credentials import CredentialError, api_key_decrypt, granted, parse_audience
 from garden.egress.deadline import clamp
 from garden.errors import QuotaExceeded
 from garden.models import Artifact, AttachmentData, McpServer
@@ -145,9 +145,7 @@ class OperatorServer:
     groups: frozenset[str] = frozenset()
 
     def granted_to(self, user: AbstractBaseUser) -> bool:
-        if self.users is None or user.get_username() in self.users:
-            return True
-        return bool(self.groups) and user.groups.filter(name__in=self.groups).exists()
+        return granted(user, users=self.users, groups=self.groups)
 
     def endpoint(self) -> mcp_client.Endpoint:
         if self.command:
@@ -191,16 +189,7 @@ def parse_operator_servers(config: Any) -> dict[str, OperatorServer]:
         args = spec.get("args", [])
         if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
             raise ValueError(f"{where}: args must be a list of strings")
-        if "users" not in spec and "groups" not in spec:
-            raise ValueError(f'{where}: say who may use it (users: "*" or a list, or groups)')
-        users = spec.get("users", [])
-        if users != "*" and not (
-            isinstance(users, list) and all(isinstance(u, str) for u in users)
-        ):
-            raise ValueError(f'{where}: users must be "*" or a list of usernames')
-        groups = spec.get("groups", [])
-        if not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
-            raise ValueError(f"{where}: groups must be a list of group names")
+        users, groups = parse_audience(spec, where)
         found[str(name)] = OperatorServer(
             name=str(name),
             url=str(spec.get("url") or ""),
@@ -208,8 +197,8 @@ def parse_operator_servers(config: Any) -> dict[str, OperatorServer]:
             command=str(spec.get("command") or ""),
             args=tuple(args),
             env=tuple((k, v[4:]) for k, v in spec.get("env", {}).items()),
-            users=None if users == "*" else frozenset(users),
-            groups=frozenset(groups),
+            users=users,
+            groups=groups,
         )
     return found
 
