@@ -28,13 +28,14 @@ test: $(STAMP)
 # Benchmarks on PostgreSQL and Redis (their own database garden_bench and Redis db 2), a few
 # minutes on 2 cores: projection cost, loop overhead per call vs a bare Celery hop and the floor
 # step (also written to $(BENCH_JSON)), and load (200 groups x 12 calls on a simulated 1 s
-# provider, 1 and 2 workers).
+# provider, 1 and 2 workers); and a step's overhead with traces and metrics on vs off.
 BENCH_JSON ?= var/bench-loop.json
 bench: $(STAMP)
 	@mkdir -p $(dir $(BENCH_JSON))
 	@$(PY) bench/bench_projection.py
 	@$(PY) bench/bench_loop.py --groups 40 --workers 1 2 --json $(BENCH_JSON)
 	@$(PY) bench/bench_load.py --groups 200 --latency 1 --workers 1 2
+	@$(PY) bench/bench_observe.py --json var/bench-observe.json
 
 # The fault harness (~6 minutes on 2 cores): SIGKILL/SIGSTOP of real workers, Redis restarts
 # (a private redis-server), dropped PostgreSQL connections, a faulty provider; prints a table of

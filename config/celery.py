@@ -3,9 +3,25 @@
 import os
 
 from celery import Celery
+from celery.signals import beat_init, worker_init
+
+from garden import telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("garden")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _trace_worker(**_: object) -> None:
+    """Traces from this worker when OTEL_* asks for them (garden/telemetry.py). In the worker's
+    main process, before its pool starts: the threads pool shares it, and a forked pool's
+    children inherit it (the SDK restarts its export thread after a fork)."""
+    telemetry.setup_tracing(telemetry.SERVICE_WORKER)
+
+
+@beat_init.connect
+def _trace_beat(**_: object) -> None:
+    telemetry.setup_tracing(telemetry.SERVICE_BEAT)

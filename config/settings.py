@@ -45,6 +45,8 @@ GARDEN_HTTPS = env.bool("GARDEN_HTTPS", default=PRODUCTION)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = GARDEN_HTTPS
 SESSION_COOKIE_HTTPONLY = True
 SECURE_SSL_REDIRECT = GARDEN_HTTPS
+# Prometheus scrapes /metrics inside the deployment's network, with its bearer (below).
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 SECURE_HSTS_SECONDS = env.int("GARDEN_HSTS_SECONDS", default=31_536_000 if GARDEN_HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("GARDEN_HSTS_INCLUDE_SUBDOMAINS", default=GARDEN_HTTPS)
 SECURE_HSTS_PRELOAD = env.bool("GARDEN_HSTS_PRELOAD", default=False)
@@ -266,6 +268,9 @@ CELERY_BEAT_SCHEDULE = {
     "groups: sweep stranded requests": {"task": "groups.sweep_requests", "schedule": 60.0},
     # Deleted groups past their minute to undo (a group-list read also asks for it at once).
     "groups: purge deleted groups": {"task": "groups.purge_deleted_groups", "schedule": 30.0},
+    # Webhook deliveries whose next attempt is well past (its worker died), and old ones.
+    "groups: sweep webhook deliveries": {"task": "groups.sweep_webhooks", "schedule": 60.0},
+    "groups: purge webhook deliveries": {"task": "groups.purge_webhooks", "schedule": 3600.0},
 }
 
 if REDIS_URL:
@@ -453,6 +458,23 @@ GARDEN_MCP_SERVERS = (
     env.json("GARDEN_MCP_SERVERS") if env.str("GARDEN_MCP_SERVERS", default="").strip() else {}
 )
 
+# --- webhooks (groups/services/webhooks.py, docs/webhooks.md) --------------------------------
+# An owner has at most GARDEN_MAX_WEBHOOKS_PER_OWNER endpoints. A delivery is tried at most
+# GARDEN_WEBHOOK_MAX_ATTEMPTS times within GARDEN_WEBHOOK_RETRY_SECONDS of its event, after the
+# pauses of GARDEN_WEBHOOK_BACKOFF (seconds; the last repeats); each try ends within
+# GARDEN_WEBHOOK_TIMEOUT. An endpoint whose last GARDEN_WEBHOOK_DISABLE_AFTER deliveries all
+# gave up is disabled. Finished deliveries are kept GARDEN_WEBHOOK_KEEP_DAYS days.
+GARDEN_MAX_WEBHOOKS_PER_OWNER = env.int("GARDEN_MAX_WEBHOOKS_PER_OWNER", default=10)
+GARDEN_WEBHOOK_TIMEOUT = env.float("GARDEN_WEBHOOK_TIMEOUT", default=10.0)
+GARDEN_WEBHOOK_BACKOFF = [
+    float(s)
+    for s in env.list("GARDEN_WEBHOOK_BACKOFF", default=["5", "30", "120", "600", "1800", "3600"])
+]
+GARDEN_WEBHOOK_RETRY_SECONDS = env.float("GARDEN_WEBHOOK_RETRY_SECONDS", default=6 * 3600.0)
+GARDEN_WEBHOOK_MAX_ATTEMPTS = env.int("GARDEN_WEBHOOK_MAX_ATTEMPTS", default=10)
+GARDEN_WEBHOOK_DISABLE_AFTER = env.int("GARDEN_WEBHOOK_DISABLE_AFTER", default=5)
+GARDEN_WEBHOOK_KEEP_DAYS = env.int("GARDEN_WEBHOOK_KEEP_DAYS", default=14)
+
 # --- egress ---------------------------------------------------------------------------------
 # Outbound requests an owner can direct (a model account's base URL, http.fetch) never reach
 # loopback, private, link-local, unique-local, multicast or metadata addresses, except the
@@ -466,6 +488,8 @@ GARDEN_EGRESS_ALLOW_TELEGRAM = env.list("GARDEN_EGRESS_ALLOW_TELEGRAM", default=
 # The same for owners' MCP servers only (an MCP server on the private network that owners may
 # add, without opening it to http.fetch).
 GARDEN_EGRESS_ALLOW_MCP = env.list("GARDEN_EGRESS_ALLOW_MCP", default=[])
+# The same for owners' webhook endpoints only (a receiver on the private network).
+GARDEN_EGRESS_ALLOW_WEBHOOK = env.list("GARDEN_EGRESS_ALLOW_WEBHOOK", default=[])
 # Name lookups (garden/egress/resolver.py): each runs on a thread of its own, at most
 # GARDEN_EGRESS_DNS_PER_OWNER at once for one owner and one purpose, and at most the pool of
 # its purpose per process, so a name that never answers costs only the owner who named it and
@@ -548,6 +572,15 @@ GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = env.int("GARDEN_MAX_TOOLS_IN_FLIGHT_PER_O
 # notice). Owners' own keys are not counted.
 GARDEN_TOKEN_BUDGET_PER_MINUTE = env.int("GARDEN_TOKEN_BUDGET_PER_MINUTE", default=200_000)
 GARDEN_TOKEN_BUDGET_PER_DAY = env.int("GARDEN_TOKEN_BUDGET_PER_DAY", default=5_000_000)
+# What calls cost (garden/pricing.py, docs/operations.md "Costs"): the genai-prices table
+# bundled with the installed package, under these overrides for self-hosted or negotiated
+# models, which win over it. A JSON object of model (or "openai/<model>", "anthropic/<model>")
+# -> dollars per million tokens: {"llama3.1:8b": {"input_per_mtok": "0", "output_per_mtok":
+# "0"}, "gpt-4o": {"input_per_mtok": "2.0", "output_per_mtok": "8.0"}}. Checked at start-up
+# (garden.E011). A model in neither is recorded as unpriced, never as free.
+GARDEN_MODEL_PRICES = (
+    env.json("GARDEN_MODEL_PRICES") if env.str("GARDEN_MODEL_PRICES", default="").strip() else {}
+)
 
 
 # --- model-account keys ---------------------------------------------------------------------
@@ -566,6 +599,21 @@ GARDEN_CREDENTIALS = (
 # development, a key derived from SECRET_KEY is used; unset in production, pasting is refused.
 GARDEN_FERNET_KEYS = env.list("GARDEN_FERNET_KEYS", default=[])
 check_egress_and_keys(globals())
+
+# --- metrics (Prometheus; docs/operations.md, "Metrics") -------------------------------------
+# Off unless one of the first three is set. GARDEN_METRICS_TOKEN: the bearer secret /metrics asks
+# for (unset: /metrics is 404). GARDEN_METRICS_DIR (or PROMETHEUS_MULTIPROC_DIR): a directory the
+# processes of one host (one container) share, so one scrape adds them all up. GARDEN_METRICS_PORT:
+# a worker also serves its host's samples on this port (on GARDEN_METRICS_ADDR), for a host with
+# no web process. GARDEN_METRICS_MAX_MODELS: distinct model names a process labels before
+# counting the rest as "other" (owners name models, so their number is bounded here).
+GARDEN_METRICS_TOKEN = env.str("GARDEN_METRICS_TOKEN", default="")
+GARDEN_METRICS_DIR = env.str(
+    "GARDEN_METRICS_DIR", default=env.str("PROMETHEUS_MULTIPROC_DIR", default="")
+)
+GARDEN_METRICS_PORT = env.int("GARDEN_METRICS_PORT", default=0)
+GARDEN_METRICS_ADDR = env.str("GARDEN_METRICS_ADDR", default="127.0.0.1")
+GARDEN_METRICS_MAX_MODELS = env.int("GARDEN_METRICS_MAX_MODELS", default=100)
 
 LOGGING = {
     "version": 1,

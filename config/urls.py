@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from dashboard.site import site as dashboard_site
+from garden.api.metrics import metrics_view
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="dashboard:index", permanent=False)),
@@ -25,4 +26,5 @@ urlpatterns = [
     path("api/", include("garden.api.urls")),
     path("api/", include("telegram_approvals.api.urls")),
     path("telegram/", include("telegram_approvals.urls")),
+    path("metrics", metrics_view, name="metrics"),
 ]

@@ -4,5 +4,8 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from garden import telemetry
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+telemetry.setup_tracing(telemetry.SERVICE_WEB)
 application = get_wsgi_application()

@@ -15,6 +15,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from dashboard.sockets import SIGNED_OUT, session_sockets, user_sockets
+from garden import metrics
 from garden.events import group_channel
 from garden.selectors import conversation_get
 from groups.selectors import group_get, group_list, request_active, solo_rooms
@@ -66,6 +67,7 @@ class _OwnersSocket(AsyncJsonWebsocketConsumer):
     channel_groups: tuple[str, ...] = ()
     counted: int | None = None  # the user this socket is counted against
     close_groups: tuple[str, ...] = ()  # signing out or deactivation closes the socket by these
+    metrics_kind = "room"  # the label this socket is counted under (garden_websocket_connections)
 
     async def refuse(self, code: int) -> None:
         # Accept, then close with a code the page can read: a refused handshake says nothing.
@@ -79,6 +81,7 @@ class _OwnersSocket(AsyncJsonWebsocketConsumer):
             return
         _open[user.pk] += 1
         self.counted = user.pk
+        metrics.websocket_opened(self.metrics_kind)
         # Signing out closes this session's sockets; deactivation closes all of the user's.
         session_key = getattr(self.scope.get("session"), "session_key", None)
         self.close_groups = (user_sockets(user.pk),) + (
@@ -103,6 +106,7 @@ class _OwnersSocket(AsyncJsonWebsocketConsumer):
 
     def _uncount(self) -> None:
         if self.counted is not None:
+            metrics.websocket_closed(self.metrics_kind)
             _open[self.counted] -= 1
             if _open[self.counted] <= 0:
                 del _open[self.counted]
@@ -153,6 +157,8 @@ def _of_thread(event: dict[str, Any], conversation_id: int, requests: set[int]) 
 class ConversationConsumer(_OwnersSocket):
     """A 1:1 conversation's socket: what its agent's room carries of this thread."""
 
+    metrics_kind = "conversation"
+
     async def connect(self) -> None:
         self.conversation_id = int(self.scope["url_route"]["kwargs"]["conversation_id"])
         user = self.scope.get("user")
@@ -185,6 +191,8 @@ class RosterConsumer(_OwnersSocket):
     """The roster's socket: the state of each of the person's groups (working, waiting for
     their approval, failed), from those groups' channels, the rest of their traffic dropped
     here. A group made after the page opened is seen on its next load."""
+
+    metrics_kind = "roster"
 
     async def connect(self) -> None:
         user = self.scope.get("user")

@@ -2,7 +2,8 @@
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
 agents page, an agent's page, the model accounts, the tools (MCP servers), the access tokens,
-the documents, the Telegram link and a group's room, all reads scoped to the signed-in owner.
+the webhooks, the documents, usage and cost, the Telegram link and a group's room, all reads
+scoped to the signed-in owner.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ class DashboardSite(admin.AdminSite):
                 name="mcp_server_tools",
             ),
             path("tokens/", self.admin_view(views.tokens), name="tokens"),
+            path("webhooks/", self.admin_view(views.webhooks), name="webhooks"),
             path("documents/", self.admin_view(views.documents), name="documents"),
+            path("usage/", self.admin_view(views.usage), name="usage"),
             path("telegram/", self.admin_view(views.telegram), name="telegram"),
             path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
             path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),

@@ -28,9 +28,19 @@ from garden.storage import owner_artifacts, storage_usage
 from garden.tools import is_sourced
 from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.rules import ROOM_CAP_MIN_CHARS
-from groups.selectors import group_get, group_list
+from groups.selectors import (
+    group_get,
+    group_list,
+    usage_by_owner_day,
+    usage_csv,
+    usage_range,
+    usage_totals,
+    webhook_delivery_list,
+    webhook_endpoint_list,
+)
 from groups.services.groups import purge_due_groups_soon
 from groups.services.requests import solo_room_for
+from groups.services.webhooks import EVENTS as WEBHOOK_EVENTS
 from telegram_approvals.bot import configured as telegram_configured
 from telegram_approvals.selectors import bot_username, link_get
 
@@ -256,6 +266,39 @@ def documents(request: HttpRequest) -> HttpResponse:
     )
 
 
+def usage(request: HttpRequest) -> HttpResponse:
+    """The owner's calls, tokens and cost per UTC day (theirs alone: their groups' and their
+    agents' rooms'), for the days asked (``since``, ``until``), or as CSV (``format=csv``)."""
+    try:
+        since, until = usage_range(request.GET.get("since"), request.GET.get("until"))
+    except ValueError as exc:
+        return TemplateResponse(
+            request,
+            "dashboard/usage.html",
+            _context(request, title="Usage and cost", error=str(exc), days=[]),
+            status=400,
+        )
+    days = usage_by_owner_day(owner_id=request.user.pk, since=since, until=until)
+    if request.GET.get("format") == "csv":
+        response = HttpResponse(usage_csv(days, owners=False), content_type="text/csv")
+        response["Content-Disposition"] = content_disposition_header(
+            as_attachment=True, filename=f"garden-usage-{since}-{until}.csv"
+        )
+        return response
+    return TemplateResponse(
+        request,
+        "dashboard/usage.html",
+        _context(
+            request,
+            title="Usage and cost",
+            days=days,
+            since=since,
+            until=until,
+            totals=usage_totals(days),
+        ),
+    )
+
+
 def telegram(request: HttpRequest) -> HttpResponse:
     """Link a Telegram chat for approvals: the page's script asks for a one-time code
     (POST /api/telegram/link-code) to send the bot as /start <code>, and can unlink."""
@@ -454,4 +497,30 @@ def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
                 selectors.group_artifacts(owner=request.user, group=group)
             ),
         },
+    )
+
+
+WEBHOOK_DELIVERIES_SHOWN = 10
+
+
+def webhooks(request: HttpRequest) -> HttpResponse:
+    """The owner's webhook endpoints, each with its state (a disabled one says why, at the top
+    of the page too), its latest deliveries and their attempts; the form that adds one (POST
+    /api/webhooks; the secret is shown once, by the page's script), Test, Rotate secret,
+    Enable and Remove. The secret itself is never rendered."""
+    endpoints = list(webhook_endpoint_list(owner=request.user))
+    for endpoint in endpoints:
+        endpoint.recent = webhook_delivery_list(endpoint=endpoint, limit=WEBHOOK_DELIVERIES_SHOWN)
+    return TemplateResponse(
+        request,
+        "dashboard/webhooks.html",
+        _context(
+            request,
+            title="Webhooks",
+            endpoints=endpoints,
+            disabled=[e for e in endpoints if not e.enabled],
+            events=WEBHOOK_EVENTS,
+            groups=group_list(owner=request.user),
+            limit=settings.GARDEN_MAX_WEBHOOKS_PER_OWNER,
+        ),
     )

@@ -13,9 +13,9 @@ class GardenConfig(AppConfig):
     verbose_name = "garden"
 
     def ready(self) -> None:
-        from celery.signals import worker_ready, worker_shutdown
+        from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-        from . import checks, heartbeat, signals  # noqa: F401
+        from . import checks, heartbeat, metrics, signals  # noqa: F401
         from .tools import files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         make_var_folders()
@@ -23,6 +23,12 @@ class GardenConfig(AppConfig):
         worker_ready.connect(heartbeat.on_worker_ready, weak=False, dispatch_uid="garden_beat")
         worker_shutdown.connect(
             heartbeat.on_worker_shutdown, weak=False, dispatch_uid="garden_beat_stop"
+        )
+        # A worker with GARDEN_METRICS_PORT serves its host's samples; a prefork child that
+        # stops takes its live gauges out of the sum (garden/metrics.py).
+        worker_ready.connect(metrics.on_worker_ready, weak=False, dispatch_uid="garden_metrics")
+        worker_process_shutdown.connect(
+            metrics.process_stopped, weak=False, dispatch_uid="garden_metrics_stop"
         )
 
 

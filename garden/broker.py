@@ -26,6 +26,8 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
+from garden.processes import alive
+
 log = logging.getLogger(__name__)
 
 
@@ -90,23 +92,13 @@ def _return_orphans(claimed: Path, queue: Path) -> None:
     go back to the queue."""
     for path in claimed.iterdir():
         name, _, pid = path.name.rpartition(".")
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or alive(int(pid)):
             continue
         try:
             os.rename(path, queue / name)
         except FileNotFoundError:
             continue
         log.warning("broker: message %s of a process that is gone returned to the queue", name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Transport(filesystem.Transport):

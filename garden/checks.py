@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
 from garden.egress import METADATA_NETWORKS, Network, parse_allowlist
+from garden.pricing import parse_overrides
 from garden.tools.mcp import parse_operator_servers
 
 
@@ -42,6 +43,7 @@ _ALLOWLISTS = (
     "GARDEN_EGRESS_ALLOW_PROVIDERS",
     "GARDEN_EGRESS_ALLOW_TELEGRAM",
     "GARDEN_EGRESS_ALLOW_MCP",
+    "GARDEN_EGRESS_ALLOW_WEBHOOK",
 )
 _LOOPBACK: tuple[Network, ...] = (
     ipaddress.ip_network("127.0.0.0/8"),
@@ -176,4 +178,15 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         parse_operator_servers(settings.GARDEN_MCP_SERVERS)
     except ValueError as exc:
         return [Error(f"GARDEN_MCP_SERVERS: {exc}", id="garden.E010")]
+    return []
+
+
+@register()
+def check_model_prices(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """GARDEN_MODEL_PRICES is read at every priced call; a malformed one is named at start-up
+    rather than leaving calls priced from the table alone."""
+    try:
+        parse_overrides(settings.GARDEN_MODEL_PRICES)
+    except ValueError as exc:
+        return [Error(f"GARDEN_MODEL_PRICES: {exc}", id="garden.E011")]
     return []

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from garden import metrics
 from garden.models import WorkerBeat
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,9 @@ def start(*, hostname: str, concurrency: int = 0, embedded: bool = False) -> Non
                 beat(hostname=hostname, concurrency=concurrency, embedded=embedded)
             except Exception:  # the database away for a moment: the next beat tries again
                 log.warning("worker beat of %s failed", hostname, exc_info=True)
+                metrics.worker_beat(False)
+            else:
+                metrics.worker_beat(True)
             finally:
                 connection.close()
             stopped.wait(settings.GARDEN_WORKER_BEAT_SECONDS)

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
+from garden import metrics
 from garden.redis_conn import redis_client
 
 CALLS = "calls-in-flight"
@@ -91,6 +92,7 @@ class HeldSlot:
     def release(self) -> None:
         if self._held:
             self._held = False
+            metrics.slot_given_back(_label(self.kind))
             slot_release(owner_id=self.owner_id, token=self.token, kind=self.kind)
 
     def __enter__(self) -> HeldSlot:
@@ -103,7 +105,14 @@ class HeldSlot:
 def slot_hold(*, owner_id: int, kind: str = CALLS) -> HeldSlot | None:
     """One of the owner's slots of ``kind``, held until released; None when all are taken."""
     token = slot_acquire(owner_id=owner_id, kind=kind)
-    return None if token is None else HeldSlot(owner_id=owner_id, token=token, kind=kind)
+    if token is None:
+        return None
+    metrics.slot_taken(_label(kind))
+    return HeldSlot(owner_id=owner_id, token=token, kind=kind)
+
+
+def _label(kind: str) -> str:
+    return "tools" if kind == TOOLS else "calls"
 
 
 def slot_backoff(waits: int) -> float:
@@ -120,8 +129,11 @@ def call_slot(*, owner_id: int) -> Iterator[bool]:
     """Hold one of the owner's slots for the block; yields False (holding none) when all are
     taken, and the caller must not make the call."""
     token = slot_acquire(owner_id=owner_id)
+    if token is not None:
+        metrics.slot_taken("calls")
     try:
         yield token is not None
     finally:
         if token is not None:
+            metrics.slot_given_back("calls")
             slot_release(owner_id=owner_id, token=token)

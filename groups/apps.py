@@ -6,4 +6,13 @@ class GroupsConfig(AppConfig):
     verbose_name = "groups"
 
     def ready(self) -> None:
-        from . import platform_tools, tools  # noqa: F401  (each registers its tools)
+        from garden.metrics import register_scrape_gauges
+
+        from . import metrics, platform_tools, tools  # noqa: F401  (each registers its tools)
+        from .signals import request_finished
+
+        # The site's figures at each scrape of /metrics, and each request's ending as it commits.
+        register_scrape_gauges(metrics.site_gauges)
+        request_finished.connect(
+            metrics.on_request_finished, weak=False, dispatch_uid="groups_metrics_finished"
+        )

@@ -12,6 +12,8 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from garden import telemetry
+from garden.pricing import PricedCall
 from garden.providers import ConfirmedRejection, ProviderConfigError, ProviderError
 from groups.models import (
     MAINTENANCE_CALLS,
@@ -36,6 +38,7 @@ _COUNTERS = {
 }
 
 
+@telemetry.traced("garden.reservation")
 def reserve_call(
     *,
     request_id: int,
@@ -115,8 +118,8 @@ def _reserve_in_one_statement(
         f'WITH counted AS (UPDATE "{requests}" SET {", ".join(sets)} '
         f'WHERE {" AND ".join(where)} RETURNING "id") '
         f'INSERT INTO "{reservations}" ("request_id", "purpose", "agent_id", "fence", "attempt", '
-        f'"status", "reason", "created_at") SELECT "id", %s, %s, %s, %s, %s, %s, %s FROM counted '
-        f'RETURNING "id"'
+        f'"status", "reason", "created_at", "provider", "model", "input_tokens", "output_tokens") '
+        f'SELECT "id", %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM counted RETURNING "id"'
     )
     with connection.cursor() as cursor:
         cursor.execute(
@@ -131,6 +134,11 @@ def _reserve_in_one_statement(
                 row.status,
                 row.reason,
                 row.created_at,
+                # What the call was and took is recorded when its reply is.
+                row.provider,
+                row.model,
+                row.input_tokens,
+                row.output_tokens,
             ],
         )
         found = cursor.fetchone()
@@ -153,11 +161,29 @@ def release_call(*, reservation: CallReservation, reason: str) -> None:
             )
 
 
-def consume_call(*, reservation: CallReservation, reason: str = "") -> None:
-    """The call ran, or may have (an ambiguous failure): it stays counted."""
-    CallReservation.objects.filter(
-        pk=reservation.pk, status=CallReservation.Status.RESERVED
-    ).update(status=CallReservation.Status.CONSUMED, reason=reason, finished_at=timezone.now())
+def consume_call(
+    *, reservation: CallReservation, reason: str = "", call: PricedCall | None = None
+) -> None:
+    """The call ran, or may have (an ambiguous failure): it stays counted. ``call``, when its
+    reply came, is recorded on the reservation and its tokens and cost added to the request's
+    (one unpriced call when its model has no price), in one transaction."""
+    recorded = call.recorded() if call is not None else {}
+    with transaction.atomic():
+        updated = CallReservation.objects.filter(
+            pk=reservation.pk, status=CallReservation.Status.RESERVED
+        ).update(
+            status=CallReservation.Status.CONSUMED,
+            reason=reason,
+            finished_at=timezone.now(),
+            **recorded,
+        )
+        if updated and call is not None:
+            GroupRequest.objects.filter(pk=reservation.request_id).update(
+                input_tokens=F("input_tokens") + call.input_tokens,
+                output_tokens=F("output_tokens") + call.output_tokens,
+                cost=F("cost") + (call.cost or 0),
+                unpriced_calls=F("unpriced_calls") + int(call.cost is None),
+            )
 
 
 def settle_lost_reservations(*, request_id: int, below_fence: int) -> int:

@@ -13,9 +13,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Model
 
-from garden import events
+from garden import events, metrics
 from garden.models import Agent, Message
-from garden.providers import Usage
+from garden.pricing import PricedCall
 from garden.services.conversations import messages_append
 from groups import row_locks, scheduling, transcripts
 from groups.models import CallReservation, GroupRequest
@@ -24,14 +24,16 @@ from groups.room import Room
 from groups.routing import Contribution
 from groups.services.requests import request_finish
 
-# What others may change on the request row while a step runs (and the token counts a
-# step adds to), read back under the lock.
+# What others may change on the request row while a step runs (and the token counts and
+# cost a step adds to), read back under the lock.
 _COUNTERS = (
     "working_reserved",
     "synthesis_reserved",
     "maintenance_reserved",
     "input_tokens",
     "output_tokens",
+    "cost",
+    "unpriced_calls",
 )
 
 
@@ -134,7 +136,7 @@ class StepWriter:
 
 @contextmanager
 def fenced(
-    room: Room, *, consume: CallReservation | None = None, usage: Usage | None = None
+    room: Room, *, consume: CallReservation | None = None, call: PricedCall | None = None
 ) -> Iterator[StepWriter]:
     """A transaction in which this step still owns its request, and the writer for it; raises
     StaleStep (rolling back) when the fence moved or the request left the states a step may
@@ -142,9 +144,10 @@ def fenced(
 
     Only the request row is locked: a step changes nothing group-wide, and the services that
     lock both (stop, clear, delete) take the group first, so there is no cycle. ``consume``
-    marks the step's reservation consumed in the same transaction (the call ran), and
-    ``usage`` adds its tokens to the request's, in the statement that locks the row: counted
-    with the reply's turns or, for a stale step, not at all.
+    marks the step's reservation consumed in the same transaction (the call ran), recording
+    ``call`` (provider, model, tokens, cost) on it, and ``call``'s tokens and cost are added to
+    the request's, in the statement that locks the row: counted with the reply's turns or, for
+    a stale step, not at all.
     """
     request = room.request
     with transaction.atomic():
@@ -154,13 +157,14 @@ def fenced(
             "state",
             *_COUNTERS,
             consume=consume.pk if consume else None,
-            tokens=(usage.input_tokens, usage.output_tokens) if usage else (0, 0),
+            call=call,
         )
         if (
             current is None
             or current[0] != room.fence
             or current[1] not in GroupRequest.STEPPABLE_STATES
         ):
+            metrics.fence_refused("write")
             raise StaleStep()
         request.state = current[1]
         for name, value in zip(_COUNTERS, current[2:], strict=True):

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
+from garden import metrics, telemetry
 from garden.redis_conn import redis_client
 
 
@@ -39,9 +40,11 @@ def group_lock(group_id: int, *, ttl_seconds: int | None = None) -> Iterator[str
     """Hold the group's lock for the block; raise LockContended if someone else has it."""
     if settings.GARDEN_LOCK_BACKEND == "redis":
         with _redis_lock(group_id, ttl_seconds or settings.GARDEN_LOCK_TTL_SECONDS) as token:
+            telemetry.event("garden.lock.acquired", {"garden.group.id": group_id})
             yield token
     else:
         with _file_lock(group_id) as token:
+            telemetry.event("garden.lock.acquired", {"garden.group.id": group_id})
             yield token
 
 
@@ -50,6 +53,7 @@ def _redis_lock(group_id: int, ttl_seconds: int) -> Iterator[str]:
     client = redis_client()
     key, token = lock_key(group_id), secrets.token_hex(16)
     if not client.set(key, token, nx=True, px=int(ttl_seconds * 1000)):
+        metrics.lock_contended("redis")
         raise LockContended(key)
     try:
         yield token
@@ -67,6 +71,7 @@ def _file_lock(group_id: int) -> Iterator[str]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
+            metrics.lock_contended("file")
             raise LockContended(f"group {group_id}") from exc
         yield f"flock:{fd}"
     finally:

@@ -147,8 +147,8 @@ class GroupRequest(models.Model):
     output_tokens = models.PositiveBigIntegerField(default=0)
     # What those calls cost, in US dollars, at the price table's prices (garden/pricing.py);
     # a call whose model has no price adds nothing and is counted in ``unpriced_calls``.
-    cost = models.DecimalField(max_digits=18, decimal_places=9, default=0)
-    unpriced_calls = models.PositiveSmallIntegerField(default=0)
+    cost = models.DecimalField(max_digits=18, decimal_places=9, default=0, db_default=0)
+    unpriced_calls = models.PositiveSmallIntegerField(default=0, db_default=0)
     # The endpoint a script named on the message that opened this request (its events go
     # there too, besides the owner's endpoints for the group).
     webhook = models.ForeignKey(
@@ -160,7 +160,7 @@ class GroupRequest(models.Model):
     )
     # The W3C traceparent of the request's trace (garden/telemetry.py), set when the message
     # is accepted with tracing on: every step, whichever worker or sweeper sends it, joins it.
-    trace_context = models.CharField(max_length=128, blank=True)
+    trace_context = models.CharField(max_length=128, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -229,10 +229,10 @@ class CallReservation(models.Model):
     # What was called and what it took, recorded when its reply is: the provider and model
     # as they were then (an account may change later), the provider's token counts, and
     # the cost at the price table's prices (null: the model has no price).
-    provider = models.CharField(max_length=40, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
+    provider = models.CharField(max_length=40, blank=True, default="", db_default="")
+    model = models.CharField(max_length=200, blank=True, default="", db_default="")
+    input_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    output_tokens = models.PositiveIntegerField(default=0, db_default=0)
     cost = models.DecimalField(max_digits=18, decimal_places=9, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -5,6 +5,7 @@ shows."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -54,10 +55,20 @@ class WorkingOutput(serializers.Serializer):
 
 class UsageOutput(serializers.Serializer):
     """Tokens of the request's calls whose replies were recorded, as their providers counted
-    them (a provider that reports none adds nothing)."""
+    them (a provider that reports none adds nothing), and what they cost."""
 
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(
+        max_digits=18,
+        decimal_places=9,
+        help_text="US dollars, a decimal string: the sum of the recorded calls' costs at the "
+        "price table's prices (and the operator's overrides). Calls whose model has no price "
+        "add nothing and are counted in unpriced_calls.",
+    )
+    unpriced_calls = serializers.IntegerField(
+        help_text="Recorded calls whose model has no price: the cost leaves them out."
+    )
 
 
 class RequestOutput(serializers.Serializer):
@@ -192,3 +203,41 @@ def approval_event(approval: Approval) -> dict[str, Any]:
     """An approval was created or decided: its whole payload, as the API returns it."""
     kind = "approval.created" if approval.status == Approval.Status.PENDING else "approval.decided"
     return {"type": kind, "approval": approval_payload(approval)}
+
+
+# The webhook event a request's ending announces (docs/webhooks.md), by its final state.
+WEBHOOK_REQUEST_EVENTS = {
+    GroupRequest.State.COMPLETED: "request.completed",
+    GroupRequest.State.STOPPED: "request.stopped",
+    GroupRequest.State.FAILED: "request.failed",
+}
+
+
+def request_webhook_event(request: GroupRequest, *, at: datetime) -> dict[str, Any]:
+    """``request.completed`` / ``request.stopped`` / ``request.failed``: the Standard Webhooks
+    body ({type, timestamp, data}) whose data carries the request's payload, as the API
+    returns it (its outcome, never the thread's text), and its group and conversation."""
+    return {
+        "type": WEBHOOK_REQUEST_EVENTS[request.state],
+        "timestamp": at.isoformat(),
+        "data": {
+            "group": request.group_id,
+            "conversation": request.conversation_id,
+            "request": request_payload(request),
+        },
+    }
+
+
+def approval_webhook_event(approval: Approval, *, at: datetime) -> dict[str, Any]:
+    """``approval.pending``: the approval's payload, as the API returns it, and its request's."""
+    request = approval.request
+    return {
+        "type": "approval.pending",
+        "timestamp": at.isoformat(),
+        "data": {
+            "group": request.group_id if request else None,
+            "conversation": approval.conversation_id,
+            "approval": approval_payload(approval),
+            "request": request_payload(request) if request else None,
+        },
+    }

@@ -13,6 +13,7 @@ from django.db.models.functions import Cast, Length
 from garden import events
 from garden.budgets import budget_check, budget_spend
 from garden.models import Approval, Conversation, Message
+from garden.pricing import price_call
 from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock
 from garden.services.conversations import (
     conversation_close,
@@ -122,7 +123,9 @@ def rollover(*, request: GroupRequest) -> str:
             try:
                 reply, failure = (
                     dispatch(
-                        coordinator, ChatRequest(system=bounded.system, messages=bounded.messages)
+                        coordinator,
+                        ChatRequest(system=bounded.system, messages=bounded.messages),
+                        purpose=CallReservation.Purpose.MAINTENANCE,
                     ),
                     None,
                 )
@@ -140,13 +143,21 @@ def rollover(*, request: GroupRequest) -> str:
                 f"({failure.code}). The conversation continues as it is.",
             )
             return "summary_failed"
+        # The summary call is the request's too: recorded on its reservation, and its tokens
+        # and cost added to the request's, in a transaction of its own (it locks the request
+        # row, which the roll below may take only after the group's).
+        call = price_call(
+            account=coordinator.model_account,
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+        )
         summary = reply.text.strip()
         if not summary:
-            budget.consume_call(reservation=reservation, reason="empty summary")
+            budget.consume_call(reservation=reservation, reason="empty summary", call=call)
             _tell_owner(request, "The thread did not roll over: the summary came back empty.")
             return "summary_empty"
+        budget.consume_call(reservation=reservation, call=call)
         with transaction.atomic():
-            budget.consume_call(reservation=reservation)
             _roll(request, coordinator, summary)
     return "rolled"
 

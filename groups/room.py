@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 from django.db import connection
 
-from garden import events
+from garden import events, telemetry
 from garden.errors import is_row_id
 from garden.models import Agent, Conversation
 from garden.providers import (
@@ -128,13 +128,24 @@ def forget_rosters() -> None:
         _rosters.clear()
 
 
-def dispatch(speaker: Agent, chat: ChatRequest, *, on_text: TextSink | None = None) -> ChatReply:
-    """``speaker``'s model call; with ``on_text``, streamed (its text handed over as it comes)."""
+def dispatch(
+    speaker: Agent, chat: ChatRequest, *, on_text: TextSink | None = None, purpose: str = ""
+) -> ChatReply:
+    """``speaker``'s model call; with ``on_text``, streamed (its text handed over as it comes).
+    ``purpose`` (its reservation's) names it in the ``chat {model}`` span, when traces are on."""
     if speaker.model_account is None:
         raise ProviderConfigError(f"@{speaker.handle} has no model account")
-    config = account_config(speaker.model_account)
-    release_connection()
-    return get_provider(config).complete(chat, on_text=on_text)
+    account = speaker.model_account
+    with telemetry.model_call(
+        provider=account.provider,
+        model=account.model,
+        agent=speaker.handle,
+        purpose=purpose,
+        chat=chat,
+    ) as call:
+        config = account_config(account)
+        release_connection()
+        return call.replied(get_provider(config).complete(chat, on_text=on_text))
 
 
 def release_connection() -> None:
@@ -189,6 +200,7 @@ def views(room: Room) -> tuple[GroupView, dict[int, AgentView]]:
     return group, views
 
 
+@telemetry.traced("garden.projection")
 def room_projection(room: Room, speaker: Agent, *, synthesis: bool) -> Projection | RoomTooLarge:
     """What ``speaker`` sees of the room, bounded to the group's cap (or the reason it
     cannot be)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from garden.models import Agent, Approval, Conversation, ModelAccount
+from garden.pricing import PricedCall
 from groups.models import CallReservation, Group, GroupRequest, Membership
 
 
@@ -81,56 +83,75 @@ def lock_request_values(
     request_id: int,
     *fields: str,
     consume: int | None = None,
-    tokens: tuple[int, int] = (0, 0),
+    call: PricedCall | None = None,
 ) -> tuple | None:
     """A step's re-check: ``fields`` of the request row, read under FOR NO KEY UPDATE. ``consume``
     names a reservation to mark consumed in the same transaction (on PostgreSQL, in the same
-    statement: one round trip for the lock and the count). ``tokens`` (input, output) are
-    added to the request's counts in the statement that locks the row, and the values read
-    are those after it. The values come back as the database gives them: ask only for
-    integer and text fields."""
+    statement: one round trip for the lock and the count), recording ``call`` on it (provider,
+    model, tokens, cost). ``call``'s tokens and cost (or, with no price, one unpriced call) are
+    added to the request's in the statement that locks the row, and the values read are those
+    after it. The values come back as the database gives them: ask only for integer, text
+    and decimal fields."""
+    counts = call is not None and bool(call.input_tokens or call.output_tokens or call.cost != 0)
     if consume is not None and connection.vendor == "postgresql":
         reservations, requests = CallReservation._meta.db_table, GroupRequest._meta.db_table
         columns = ", ".join(f'"{GroupRequest._meta.get_field(f).column}"' for f in fields)
-        # The row is locked by the UPDATE that counts the tokens when there are any (it
-        # returns the row as it then is), else by FOR NO KEY UPDATE.
+        # The row is locked by the UPDATE that counts the call when there is anything to
+        # count (it returns the row as it then is), else by FOR NO KEY UPDATE.
         read = (
             f'UPDATE "{requests}" SET "input_tokens" = "input_tokens" + %s, '
-            f'"output_tokens" = "output_tokens" + %s WHERE "id" = %s RETURNING {columns}'
-            if any(tokens)
+            f'"output_tokens" = "output_tokens" + %s, "cost" = "cost" + %s, '
+            f'"unpriced_calls" = "unpriced_calls" + %s WHERE "id" = %s RETURNING {columns}'
+            if counts
             else f'SELECT {columns} FROM "{requests}" WHERE "id" = %s FOR NO KEY UPDATE'
         )
+        recorded = "".join(f', "{name}" = %s' for name in (call.recorded() if call else ()))
         sql = (
             f'WITH consumed AS (UPDATE "{reservations}" SET "status" = %s, "reason" = %s, '
-            f'"finished_at" = %s WHERE "id" = %s AND "status" = %s) {read}'
+            f'"finished_at" = %s{recorded} WHERE "id" = %s AND "status" = %s) {read}'
         )
+        params: list[Any] = [CallReservation.Status.CONSUMED, "", timezone.now()]
+        if call is not None:
+            params += list(call.recorded().values())
+        params += [consume, CallReservation.Status.RESERVED]
+        if counts:
+            params += [*_request_counts(call)]
         with connection.cursor() as cursor:
-            cursor.execute(
-                sql,
-                [
-                    CallReservation.Status.CONSUMED,
-                    "",
-                    timezone.now(),
-                    consume,
-                    CallReservation.Status.RESERVED,
-                    *(tokens if any(tokens) else ()),
-                    request_id,
-                ],
-            )
+            cursor.execute(sql, [*params, request_id])
             return cursor.fetchone()
     if consume is not None:
+        recorded = call.recorded() if call is not None else {}
         CallReservation.objects.filter(pk=consume, status=CallReservation.Status.RESERVED).update(
-            status=CallReservation.Status.CONSUMED, reason="", finished_at=timezone.now()
+            status=CallReservation.Status.CONSUMED,
+            reason="",
+            finished_at=timezone.now(),
+            **recorded,
         )
-    if any(tokens):
+    if counts:
+        input_tokens, output_tokens, cost, unpriced = _request_counts(call)
         GroupRequest.objects.filter(pk=request_id).update(
-            input_tokens=F("input_tokens") + tokens[0], output_tokens=F("output_tokens") + tokens[1]
+            input_tokens=F("input_tokens") + input_tokens,
+            output_tokens=F("output_tokens") + output_tokens,
+            cost=F("cost") + cost,
+            unpriced_calls=F("unpriced_calls") + unpriced,
         )
     return (
         GroupRequest.objects.select_for_update(of=("self",), no_key=True)
         .filter(pk=request_id)
         .values_list(*fields)
         .first()
+    )
+
+
+def _request_counts(call: PricedCall) -> tuple[int, int, Decimal, int]:
+    """What ``call`` adds to its request: its tokens, its cost, and one unpriced call when
+    its model has no price."""
+    unpriced = call.cost is None
+    return (
+        call.input_tokens,
+        call.output_tokens,
+        Decimal(0) if unpriced else call.cost,
+        int(unpriced),
     )
 
 

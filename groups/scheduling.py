@@ -18,6 +18,9 @@ AFTER_REQUEST = "groups.after_request"
 EXECUTE_APPROVAL = "groups.execute_approval"
 SWEEP_REQUESTS = "groups.sweep_requests"
 PURGE_DELETED_GROUPS = "groups.purge_deleted_groups"
+DELIVER_WEBHOOK = "groups.deliver_webhook"
+SWEEP_WEBHOOKS = "groups.sweep_webhooks"
+PURGE_WEBHOOKS = "groups.purge_webhooks"
 # The name 1:1 replies were sent under before they ran on the group loop: a message still on
 # the broker from then is answered as a request (groups.tasks.legacy_chat_reply).
 LEGACY_CHAT_REPLY = "garden.chat_reply"
@@ -97,3 +100,21 @@ def execute_approval_on_commit(approval_id: int) -> None:
 def purge_deleted_groups_soon(owner_id: int) -> None:
     """Ask a worker to remove the owner's groups whose minute to undo has passed."""
     send(PURGE_DELETED_GROUPS, owner_id=owner_id)
+
+
+def deliver_webhooks_on_commit(delivery_ids: list[int]) -> None:
+    """Send each webhook delivery's first try once the transaction commits."""
+    ids = list(delivery_ids)
+
+    def deliver() -> None:
+        for delivery_id in ids:
+            send(DELIVER_WEBHOOK, delivery_id=delivery_id)
+
+    if ids:
+        send_after_commit(deliver)
+
+
+def deliver_webhook_later_on_commit(delivery_id: int, *, countdown: float) -> None:
+    """Send a webhook delivery's next try ``countdown`` seconds after the transaction that
+    recorded its last one commits."""
+    send_after_commit(lambda: send(DELIVER_WEBHOOK, countdown=countdown, delivery_id=delivery_id))

@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import csv
+import io
+from collections.abc import Collection, Iterable
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Prefetch, QuerySet, TextField
-from django.db.models.functions import Cast, Length
+from django.db.models import (
+    Count,
+    DecimalField,
+    F,
+    Min,
+    Prefetch,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Length, TruncDate
 
 from garden.errors import is_row_id
-from garden.models import Approval, AttachmentData, Conversation, MemoryNote, Message
-from groups.models import Group, GroupRequest, Membership
+from garden.models import Agent, Approval, AttachmentData, Conversation, MemoryNote, Message
+from garden.pricing import PLACES
+from groups.models import (
+    CallReservation,
+    Group,
+    GroupRequest,
+    Membership,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 # At most this many turns per page of a room's transcript.
 ROOM_PAGE = 500
@@ -189,3 +212,161 @@ def attachments_to_carry(
         .values_list("artifact_id", "artifact__mime_type", "data")[:limit]
     )
     return {pk: (media_type, bytes(data)) for pk, media_type, data in rows}
+
+
+def webhook_endpoint_list(*, owner: AbstractBaseUser) -> QuerySet[WebhookEndpoint]:
+    """The owner's webhook endpoints, oldest first."""
+    return WebhookEndpoint.objects.filter(owner=owner).select_related("group")
+
+
+def webhook_endpoint_get(*, owner: AbstractBaseUser, endpoint_id: object) -> WebhookEndpoint | None:
+    """One of the owner's webhook endpoints by id; another owner's is None (a 404)."""
+    if not is_row_id(endpoint_id):
+        return None
+    return webhook_endpoint_list(owner=owner).filter(pk=endpoint_id).first()
+
+
+def webhook_delivery_list(*, endpoint: WebhookEndpoint, limit: int = 50) -> list[WebhookDelivery]:
+    """The endpoint's latest deliveries, newest first, each with its attempts."""
+    return list(
+        WebhookDelivery.objects.filter(endpoint=endpoint)
+        .order_by("-id")
+        .prefetch_related("attempt_log")[:limit]
+    )
+
+
+# --- what calls cost ---------------------------------------------------------------------------
+# A call counts once its reservation is consumed (it ran, or may have); its tokens and cost are
+# those its reply recorded. A recorded reply whose model had no price is "unpriced": left out
+# of the cost, never counted as free.
+_COST = DecimalField(max_digits=18, decimal_places=9)
+
+
+def _call_totals() -> dict:
+    # Each sum is named as the column it adds up, so it must come after anything that reads
+    # that column (an annotation shadows its field for the ones after it).
+    return {
+        "unpriced_calls": Count("id", filter=Q(cost__isnull=True) & ~Q(provider="")),
+        "calls": Count("id"),
+        "input_tokens": Coalesce(Sum("input_tokens"), 0),
+        "output_tokens": Coalesce(Sum("output_tokens"), 0),
+        "cost": Coalesce(Sum("cost"), Value(Decimal(0)), output_field=_COST),
+    }
+
+
+def request_member_costs(*, request: GroupRequest) -> list[dict]:
+    """The request's calls per member (coordinator included), in the order each first spoke:
+    ``{agent, calls, input_tokens, output_tokens, cost, unpriced_calls}``. Their sums are the
+    request's own counts."""
+    rows = list(
+        CallReservation.objects.filter(request=request, status=CallReservation.Status.CONSUMED)
+        .values("agent_id")
+        .annotate(first=Min("id"), **_call_totals())
+        .order_by("first")
+    )
+    agents = Agent.objects.in_bulk([r["agent_id"] for r in rows])
+    return [{"agent": agents[r.pop("agent_id")], **_to_places(r)} for r in rows]
+
+
+def usage_by_owner_day(
+    *, owner_id: int | None = None, since: date | None = None, until: date | None = None
+) -> list[dict]:
+    """Calls, tokens and cost per owner (of the calls' groups and 1:1 rooms) per UTC day of
+    the call, from ``since`` to ``until`` inclusive, newest day first: ``{owner_id, owner,
+    day, calls, input_tokens, output_tokens, cost, unpriced_calls}``. Given ``owner_id``, that
+    owner's days alone."""
+    rows = CallReservation.objects.filter(status=CallReservation.Status.CONSUMED)
+    if owner_id is not None:
+        rows = rows.filter(request__group__owner_id=owner_id)
+    if since is not None:
+        rows = rows.filter(created_at__gte=datetime.combine(since, time.min, tzinfo=UTC))
+    if until is not None:
+        rows = rows.filter(
+            created_at__lt=datetime.combine(until + timedelta(days=1), time.min, tzinfo=UTC)
+        )
+    rows = (
+        rows.annotate(day=TruncDate("created_at", tzinfo=UTC))
+        .values("day", owner_id=F("request__group__owner_id"))
+        .annotate(owner=F("request__group__owner__username"), **_call_totals())
+        .order_by("-day", "owner", "owner_id")
+    )
+    return [_to_places(r) for r in rows]
+
+
+def _to_places(row: dict) -> dict:
+    """``row`` with its cost to the columns' nine places, whatever the database's sum gave
+    (SQLite adds decimals as floats)."""
+    row["cost"] = Decimal(row["cost"]).quantize(PLACES)
+    return row
+
+
+# A usage page shows this many days, up to today, unless it is asked for others.
+USAGE_DAYS = 31
+
+
+def usage_range(
+    since: str | None, until: str | None, *, today: date | None = None
+) -> tuple[date, date]:
+    """The days a usage page was asked for (``since`` and ``until``, YYYY-MM-DD, either may be
+    empty: the last USAGE_DAYS days up to today, UTC); raises ValueError naming what is wrong."""
+    today = today or datetime.now(UTC).date()
+    try:
+        last = date.fromisoformat(until) if until else today
+        first = date.fromisoformat(since) if since else last - timedelta(days=USAGE_DAYS - 1)
+    except ValueError as exc:
+        raise ValueError("since and until must be dates, YYYY-MM-DD.") from exc
+    if first > last:
+        raise ValueError("since must not be after until.")
+    return first, last
+
+
+def usage_totals(rows: Iterable[dict]) -> dict:
+    """The sums of ``usage_by_owner_day`` rows."""
+    totals = {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost": Decimal(0)}
+    totals["unpriced_calls"] = 0
+    for r in rows:
+        for name in totals:
+            totals[name] += r[name]
+    return totals
+
+
+USAGE_COLUMNS = ("day", "calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls")
+
+
+def usage_csv(rows: Iterable[dict], *, owners: bool) -> str:
+    """``usage_by_owner_day`` rows as CSV (with an owner column when ``owners``)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow((("owner",) if owners else ()) + USAGE_COLUMNS)
+    for r in rows:
+        writer.writerow(
+            ([r["owner"]] if owners else [])
+            + [
+                r["day"].isoformat(),
+                r["calls"],
+                r["input_tokens"],
+                r["output_tokens"],
+                r["cost"],
+                r["unpriced_calls"],
+            ]
+        )
+    return out.getvalue()
+
+
+def request_trace_context(*, request_id: int) -> str:
+    """The W3C traceparent of the request's trace ('' when it was accepted with traces off):
+    a step, a recovery or a decision joins the request's one trace (garden/telemetry.py)."""
+    return (
+        GroupRequest.objects.filter(pk=request_id).values_list("trace_context", flat=True).first()
+        or ""
+    )
+
+
+def approval_trace_context(*, approval_id: int) -> str:
+    """The traceparent of the trace of the request an approval belongs to ('' without one)."""
+    return (
+        Approval.objects.filter(pk=approval_id)
+        .values_list("request__trace_context", flat=True)
+        .first()
+        or ""
+    )

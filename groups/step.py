@@ -5,18 +5,22 @@ model runs or a tool does network I/O. The step's modules: ``room`` (what it rea
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from garden import events
+from garden import events, metrics, telemetry
 from garden.budgets import DAY, BudgetSpent, budget_check, budget_spend
 from garden.errors import QuotaExceeded
 from garden.models import Agent
+from garden.pricing import price_call
 from garden.providers import (
     ChatReply,
     ChatRequest,
@@ -37,12 +41,13 @@ from groups.bounding import RoomTooLarge
 from groups.drafts import Draft
 from groups.faults import fault_point
 from groups.fencing import StaleStep, StepWriter, fenced
-from groups.locks import group_lock
+from groups.locks import LockContended, group_lock
 from groups.models import WORKING_CALLS, CallReservation, Group, GroupRequest
 from groups.outcomes import StepOutcome
 from groups.payloads import request_event
 from groups.room import Room, dispatch, load_room, room_projection
 from groups.routing import Contribution
+from groups.selectors import request_trace_context
 from groups.tool_use import (
     keep_from_sweeper,
     resume_tools,
@@ -54,6 +59,33 @@ from groups.tool_use import (
 log = logging.getLogger(__name__)
 
 
+def _traced(step: Callable[..., StepOutcome]) -> Callable[..., StepOutcome]:
+    """``step`` with, when traces are on, a ``garden.step`` span of the request's one trace,
+    whichever process sent it (garden/telemetry.py)."""
+
+    @functools.wraps(step)
+    def traced(**kwargs: Any) -> StepOutcome:
+        request_id = kwargs["request_id"]
+        with telemetry.step_span(
+            request_id=request_id,
+            fence=kwargs["fence"],
+            group_id=kwargs.get("group_id"),
+            attempt=kwargs.get("attempt", 1),
+            tools=kwargs.get("tools", False),
+            trace_context=lambda: request_trace_context(request_id=request_id),
+        ) as span:
+            try:
+                outcome = step(**kwargs)
+            except LockContended:
+                span.outcome("lock_contended")
+                raise
+            span.outcome(outcome)
+            return outcome
+
+    return traced
+
+
+@_traced
 def advance_request(
     *,
     request_id: int,
@@ -101,6 +133,7 @@ def advance_request(
                     with slot:
                         room = _claim_room(request_id, fence, group_id)
                         if room is None:
+                            metrics.fence_refused("claim")
                             return StepOutcome.STALE
                         return _step(
                             room, slot=slot, attempt=attempt, first_at=first_at or time.time()
@@ -133,6 +166,7 @@ def _owner_of(group_id: int) -> int | None:
     return owner_id
 
 
+@telemetry.traced("garden.claim")
 def _claim_room(request_id: int, fence: int, group_id: int) -> Room | None:
     """Claim the step's fence and read its room; None for a stale or duplicate delivery.
 
@@ -262,19 +296,25 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepO
                 _end_without_summary(w, "the synthesis call was already used")
             return StepOutcome.SYNTHESIS_SPENT
 
+        telemetry.annotate(
+            {"garden.reservation.purpose": purpose, "gen_ai.agent.name": speaker.handle}
+        )
         fault_point("before_dispatch")
         _announce_speaker(room, speaker, reserved_at)
         tools = () if synthesis else tool_specs(room, speaker)
         draft = Draft(channel=room.channel, request_id=request.pk, step=room.fence, speaker=speaker)
+        called = time.monotonic()
         try:
             reply = dispatch(
                 speaker,
                 ChatRequest(system=projection.system, messages=projection.messages, tools=tools),
                 on_text=draft,
+                purpose=purpose,
             )
         except ProviderError as exc:
             failure = exc
             draft.discard()
+        _count_call(speaker, purpose, failure, None if failure else reply, called)
     # The owner's slot is free again before anything is recorded or any tool runs.
     if failure is None:
         # Spent on the credential whatever becomes of the step (a stale one's too).
@@ -285,6 +325,23 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepO
         )
     fault_point("after_reply")
     return _record(room, speaker, purpose, reservation, reply, queue)
+
+
+def _count_call(
+    speaker: Agent, purpose: str, failure: ProviderError | None, reply: ChatReply | None, at: float
+) -> None:
+    """The call's latency and tokens in the metrics (garden/metrics.py), by provider and model."""
+    account = speaker.model_account
+    usage = reply.usage if reply is not None else None
+    metrics.model_call(
+        provider=account.provider if account else "none",
+        model=account.model if account else "",
+        purpose=purpose,
+        outcome="ok" if failure is None else failure.code,
+        seconds=time.monotonic() - at,
+        input_tokens=usage.input_tokens if usage else 0,
+        output_tokens=usage.output_tokens if usage else 0,
+    )
 
 
 def _announce_speaker(room: Room, speaker: Agent, since: datetime) -> None:
@@ -307,6 +364,7 @@ def _wait_for_call_slot(
     conditional write the first time) and come back later, the pause growing with each look
     (``slot_backoff``), claiming, projecting and reserving nothing and holding no worker
     thread. The delivery comes back at the same fence; a stale one ends here."""
+    metrics.slot_wait("calls")
     steppable = GroupRequest.objects.filter(
         pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
     )
@@ -426,7 +484,14 @@ def _record(
             owner_id=room.group.owner_id,
         )
     }
-    with fenced(room, consume=reservation, usage=reply.usage) as w:
+    # Priced before any row is locked: what the call was, to the account it went to then.
+    call = price_call(
+        account=speaker.model_account,
+        input_tokens=reply.usage.input_tokens,
+        output_tokens=reply.usage.output_tokens,
+    )
+    metrics.model_cost(provider=call.provider, model=call.model, usd=call.cost)
+    with fenced(room, consume=reservation, call=call) as w:
         content, text = _within_turn_cap(w, speaker, content, reply.text)
         if not calls:
             w.append(

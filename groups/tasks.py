@@ -2,15 +2,23 @@
 names come from ``groups.scheduling``, which is how everything below sends them."""
 
 from celery import shared_task
+from django.conf import settings
 from django.db import DatabaseError
 from redis.exceptions import RedisError
 
+from garden import metrics, telemetry
 from groups import scheduling
 from groups.locks import LockContended
 from groups.rollover import request_after_finish
+from groups.selectors import approval_trace_context
 from groups.services.approvals import approval_execute, sweep_stranded
 from groups.services.groups import group_purge_expired
 from groups.services.requests import request_for_unanswered_turn, request_start_next
+from groups.services.webhooks import (
+    webhook_delivery_attempt,
+    webhook_delivery_purge,
+    webhook_delivery_sweep,
+)
 from groups.step import advance_request as step
 
 
@@ -38,15 +46,18 @@ def advance_request(
 ) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
     try:
-        return step(
-            request_id=request_id,
-            fence=fence,
-            attempt=attempt,
-            first_at=first_at,
-            group_id=group_id,
-            waits=waits,
-            tools=tools,
-        )
+        with metrics.step_timed() as ended:
+            return ended(
+                step(
+                    request_id=request_id,
+                    fence=fence,
+                    attempt=attempt,
+                    first_at=first_at,
+                    group_id=group_id,
+                    waits=waits,
+                    tools=tools,
+                )
+            )
     except LockContended as exc:
         # Another step of this group is running; ours comes after it, by fence.
         raise self.retry(countdown=_soon(self.request.retries), exc=exc) from exc
@@ -77,13 +88,22 @@ def legacy_chat_reply(message_id: int, attempt: int = 1, first_at: float | None 
 def sweep_requests() -> dict:
     """Periodic (beat): put back on their way the requests and approvals a crash stranded;
     see sweep_stranded."""
-    return sweep_stranded()
+    found = sweep_stranded()
+    metrics.sweeper_recovered(found)
+    return found
 
 
 @shared_task(name=scheduling.EXECUTE_APPROVAL, acks_late=True, ignore_result=True)
 def execute_approval(approval_id: int) -> str:
-    """Run an approved action exactly once and resume its request."""
-    return approval_execute(approval_id=approval_id)
+    """Run an approved action exactly once and resume its request (in the request's trace)."""
+    with telemetry.joined(
+        "garden.approval.execute",
+        trace_context=lambda: approval_trace_context(approval_id=approval_id),
+        attributes={"garden.approval.id": approval_id},
+    ) as span:
+        done = approval_execute(approval_id=approval_id)
+        span.set({"garden.approval.outcome": done})
+        return done
 
 
 @shared_task(
@@ -102,3 +122,35 @@ def purge_deleted_groups(owner_id: int | None = None) -> int:
     """Periodic (beat), and after a group-list read that saw one due: remove for good the
     groups whose minute to undo has passed (one owner's, or everyone's)."""
     return group_purge_expired(owner_id=owner_id)
+
+
+@shared_task(
+    name=scheduling.DELIVER_WEBHOOK,
+    acks_late=True,
+    ignore_result=True,
+    # Within the try's claim (GARDEN_WEBHOOK_TIMEOUT + 30 s): a try the limit ends is re-sent
+    # by the sweep only once its claim has lapsed.
+    soft_time_limit=settings.GARDEN_WEBHOOK_TIMEOUT + 15,
+    time_limit=settings.GARDEN_WEBHOOK_TIMEOUT + 25,
+    # A dropped database connection: deliver the message again (the claim makes it safe).
+    # The delivery's own back-off between tries is its row's next_attempt_at.
+    autoretry_for=(DatabaseError,),
+    retry_backoff=1,
+    retry_backoff_max=30,
+    max_retries=5,
+)
+def deliver_webhook(delivery_id: int) -> str:
+    """One try of a webhook delivery, if it is pending and due (webhook_delivery_attempt)."""
+    return webhook_delivery_attempt(delivery_id=delivery_id)
+
+
+@shared_task(name=scheduling.SWEEP_WEBHOOKS, acks_late=True, ignore_result=True)
+def sweep_webhooks() -> int:
+    """Periodic (beat): send again the deliveries whose next try is well past."""
+    return webhook_delivery_sweep()
+
+
+@shared_task(name=scheduling.PURGE_WEBHOOKS, acks_late=True, ignore_result=True)
+def purge_webhooks() -> int:
+    """Periodic (beat): remove finished deliveries older than GARDEN_WEBHOOK_KEEP_DAYS."""
+    return webhook_delivery_purge()

@@ -4,19 +4,28 @@ call that needs approval suspending the whole request until a person decides."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
-from garden import egress, events
+from garden import egress, events, metrics, telemetry
 from garden.errors import QuotaExceeded
 from garden.models import Agent, Approval, Artifact, Message
 from garden.providers import ToolCall, ToolSpec
 from garden.services.conversations import text_block
 from garden.slots import TOOLS, HeldSlot, slot_backoff, slot_hold
 from garden.storage import storage_check
-from garden.tools import ToolOutcome, describe_action, get_tool, get_tools, run_tool
+from garden.tools import (
+    ToolOutcome,
+    describe_action,
+    get_tool,
+    get_tools,
+    is_sourced,
+    run_tool,
+)
 from groups import scheduling
 from groups.asks import answer_ask, synthesis_begins, tool_error
 from groups.fencing import StepWriter, fenced
@@ -25,6 +34,7 @@ from groups.outcomes import StepOutcome
 from groups.payloads import approval_event, request_event
 from groups.room import Room, load_room, release_connection
 from groups.routing import Contribution
+from groups.services.webhooks import webhook_deliveries_for_approval
 from groups.signals import approvals_changed_on_commit
 from groups.tools import oversized_limit, tool_context
 
@@ -132,6 +142,7 @@ def _wait_for_tool_slot(room: Room, *, waits: int) -> StepOutcome:
     """Every tool slot of the owner is in use: the reply stays recorded, the request says what
     it waits for (once), and this step's tools run when a later delivery finds a free slot
     (the same fence: nothing else may step the request meanwhile)."""
+    metrics.slot_wait("tools")
     with fenced(room) as w:
         request = w.request
         if request.waiting_for != GroupRequest.WAITING_FOR_TOOL_SLOT:
@@ -290,6 +301,11 @@ def _controlled_stop(
 
 
 def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
+    with telemetry.tool_call(name=call.name, call_id=call.id, arguments=call.arguments) as span:
+        return span.done(_tool_outcome(room, speaker, call))
+
+
+def _tool_outcome(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
     tool = get_tool(call.name, owner_id=room.group.owner_id)
     if tool is None or tool.loop_handled or call.name not in (speaker.enabled_tools or []):
         return ToolOutcome(
@@ -298,7 +314,19 @@ def _run_tool(room: Room, speaker: Agent, call: ToolCall) -> ToolOutcome:
             code="TOOL_NOT_AVAILABLE",
         )
     ctx = tool_context(request=room.request, group=room.group, agent_id=speaker.pk)
-    return run_tool(ctx, call.name, call.arguments)
+    started = time.monotonic()
+    out = run_tool(ctx, call.name, call.arguments)
+    metrics.tool_call(
+        source=_source(call.name),
+        outcome="error" if out.is_error else "ok",
+        seconds=time.monotonic() - started,
+    )
+    return out
+
+
+def _source(name: str) -> str:
+    """Where a tool comes from, as the metrics label it: an owner's MCP server or built in."""
+    return "mcp" if is_sourced(name) else "builtin"
 
 
 def suspend_for_approval(
@@ -356,7 +384,17 @@ def suspend_for_approval(
         ],
     )
     w.flush()
+    telemetry.event(
+        "garden.approval.requested",
+        {
+            "garden.approval.id": approval.pk,
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        },
+    )
     events.send_event_on_commit(channel=room.channel, event=approval_event(approval))
     approvals_changed_on_commit([approval.pk])
+    transaction.on_commit(lambda: metrics.approval_created(_source(call.name)))
+    webhook_deliveries_for_approval(approval=approval)
     w.complete(queue, state=GroupRequest.State.AWAITING_APPROVAL)
     return StepOutcome.AWAITING_APPROVAL

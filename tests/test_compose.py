@@ -5,6 +5,8 @@ unprivileged, says its port and installs its dependencies before it copies the c
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,124 @@ def test_the_operations_guide_says_how_to_put_a_tls_proxy_in_front():
         "127.0.0.1:8000",
     ):
         assert needed in text, needed
+
+
+# The observability profile (deploy/observability/): an OpenTelemetry collector, Jaeger,
+# Prometheus and Grafana beside the stack, read as an operator reads them.
+OBSERVABILITY = ("otel-collector", "jaeger", "prometheus", "grafana")
+DEPLOY = ROOT / "deploy" / "observability"
+_QUERIED = re.compile(r"\bgarden_[a-z_]+\b")
+
+
+def exposed_metric_names() -> set[str]:
+    """Every sample name garden's metrics can expose: the recorded ones with their suffixes
+    (counters _total, histograms _bucket/_count/_sum), and the gauges read at scrape time."""
+    from garden import metrics
+
+    names: set[str] = set()
+    for family in metrics.REGISTRY.collect():
+        if family.type == "counter":
+            names.add(f"{family.name}_total")
+        elif family.type == "histogram":
+            names.update(f"{family.name}_{end}" for end in ("bucket", "count", "sum"))
+        else:
+            names.add(family.name)
+    recorded = {family.name for family in metrics.REGISTRY.collect()}
+    for path in (ROOT / "garden" / "metrics.py", ROOT / "groups" / "metrics.py"):
+        found = set(re.findall(r'"(garden_[a-z_]+)"', path.read_text()))
+        names.update(found - recorded)
+    return names
+
+
+def test_the_observability_services_start_only_with_their_profile(compose):
+    services = compose["services"]
+    for name in OBSERVABILITY:
+        assert services[name]["profiles"] == ["observability"], name
+    for name in ("postgres", "redis", "migrate", "web", "proxy", "worker", "beat"):
+        assert "profiles" not in services[name], f"{name} would not start without the profile"
+    for name in GARDEN:
+        environment = services[name]["environment"]
+        assert environment["GARDEN_METRICS_TOKEN"] == "${GARDEN_METRICS_TOKEN:-}", name
+        assert environment["OTEL_EXPORTER_OTLP_ENDPOINT"] == "${OTEL_EXPORTER_OTLP_ENDPOINT:-}"
+        assert ",web" in environment["DJANGO_ALLOWED_HOSTS"], "Prometheus asks for web:8000"
+
+
+def test_every_file_the_profile_mounts_is_in_the_repository(compose):
+    for name in OBSERVABILITY:
+        for volume in compose["services"][name].get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), (name, source)
+
+
+def test_prometheus_scrapes_web_and_every_worker_with_the_operators_bearer(compose):
+    services = compose["services"]
+    config = yaml.safe_load((DEPLOY / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    secret = compose["secrets"]["metrics_token"]
+    assert secret == {"environment": "GARDEN_METRICS_TOKEN"}
+    assert "metrics_token" in services["prometheus"]["secrets"]
+    for job in jobs.values():
+        assert job["authorization"] == {
+            "type": "Bearer",
+            "credentials_file": "/run/secrets/metrics_token",
+        }
+    web = jobs["garden-web"]
+    assert web["metrics_path"] == "/metrics"
+    for target in web["static_configs"][0]["targets"]:
+        host, port = target.split(":")
+        assert host in services and f"{port}:{port}" in _published(services[host])[0]
+    worker = jobs["garden-worker"]["dns_sd_configs"][0]
+    assert worker["names"] == ["worker"] and "worker" in services
+    assert str(worker["port"]) == services["worker"]["environment"]["GARDEN_METRICS_PORT"]
+    assert services["worker"]["environment"]["GARDEN_METRICS_ADDR"] == "0.0.0.0"
+    assert "/run/garden-metrics" in services["worker"]["tmpfs"]
+    mounted = [v.split(":")[1] for v in services["prometheus"]["volumes"]]
+    for rules in config["rule_files"]:
+        assert rules in mounted, rules
+
+
+def test_traces_go_from_the_collector_to_jaeger_and_grafana_reads_both(compose):
+    services = compose["services"]
+    collector = yaml.safe_load((DEPLOY / "collector.yaml").read_text())
+    protocols = collector["receivers"]["otlp"]["protocols"]
+    assert protocols["http"]["endpoint"].endswith(":4318")
+    assert protocols["grpc"]["endpoint"].endswith(":4317")
+    pipeline = collector["service"]["pipelines"]["traces"]
+    assert pipeline["receivers"] == ["otlp"]
+    for exporter in pipeline["exporters"]:
+        host = collector["exporters"][exporter]["endpoint"].split(":")[0]
+        assert host in services, exporter
+    sources = yaml.safe_load((DEPLOY / "grafana" / "datasources.yaml").read_text())
+    by_type = {source["type"]: source for source in sources["datasources"]}
+    assert set(by_type) == {"prometheus", "jaeger"}
+    for source in by_type.values():
+        assert source["url"].split("//")[1].split(":")[0] in services
+    providers = yaml.safe_load((DEPLOY / "grafana" / "dashboards.yaml").read_text())
+    path = providers["providers"][0]["options"]["path"]
+    assert any(v.endswith(f":{path}:ro") for v in services["grafana"]["volumes"])
+
+
+def test_the_dashboard_and_the_alerts_query_only_metrics_garden_exposes():
+    exposed = exposed_metric_names()
+    dashboard = json.loads((DEPLOY / "dashboards" / "garden.json").read_text())
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    assert len(panels) >= 20
+    sources = yaml.safe_load((DEPLOY / "grafana" / "datasources.yaml").read_text())
+    uids = {source["uid"] for source in sources["datasources"]}
+    queried: set[str] = set()
+    for panel in panels:
+        assert panel["datasource"]["uid"] in uids, panel["title"]
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            queried.update(_QUERIED.findall(target["expr"]))
+    alerts = yaml.safe_load((DEPLOY / "alerts.yml").read_text())
+    for rule in alerts["groups"][0]["rules"]:
+        queried.update(_QUERIED.findall(rule["expr"]))
+    assert queried - exposed == set()
+    # Every metric is on the dashboard, and the operations guide says what each means.
+    bases = {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in exposed}
+    shown = {re.sub(r"_(total|bucket|count|sum)$", "", name) for name in queried}
+    assert bases - shown == set()
+    guide = (ROOT / "docs" / "operations.md").read_text()
+    assert [name for name in sorted(bases) if name not in guide] == []

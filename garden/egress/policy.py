@@ -19,7 +19,7 @@ from django.conf import settings
 from garden.egress.deadline import clamp, current_owner
 from garden.egress.resolver import Resolver
 
-Purpose = Literal["provider", "tool", "telegram", "mcp", "mcp_site"]
+Purpose = Literal["provider", "tool", "telegram", "mcp", "mcp_site", "webhook"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -149,6 +149,8 @@ def allowlist_for(purpose: Purpose) -> Allowlist:
         entries += tuple(settings.GARDEN_EGRESS_ALLOW_MCP)
     elif purpose == "mcp_site":
         entries += _site_mcp_hosts(settings.GARDEN_MCP_SERVERS)
+    elif purpose == "webhook":
+        entries += tuple(settings.GARDEN_EGRESS_ALLOW_WEBHOOK)
     return _allowlist(entries)
 
 
@@ -302,6 +304,7 @@ def _setting_for(purpose: Purpose) -> str:
         "telegram": "GARDEN_EGRESS_ALLOW_TELEGRAM",
         "mcp": "GARDEN_EGRESS_ALLOW_MCP",
         "mcp_site": "GARDEN_MCP_SERVERS",
+        "webhook": "GARDEN_EGRESS_ALLOW_WEBHOOK",
     }.get(purpose, "GARDEN_EGRESS_ALLOW")
 
 

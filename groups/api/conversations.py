@@ -19,12 +19,14 @@ from garden.selectors import conversation_get
 from groups import selectors
 from groups.api.requests import (
     REFUSED,
+    RequestCostsOutput,
     RequestPostedOutput,
     RoomMessageInput,
     RoomMessageUploadInput,
     StoppedOutput,
     int_param,
     posted,
+    request_costs,
     room_message,
     room_page,
 )
@@ -80,10 +82,14 @@ class ConversationMessagesApi(APIView):
     )
     def post(self, request: Request, conversation_id: int) -> Response:
         conversation = _conversation(request, conversation_id)
-        text, uploads = room_message(request)
+        text, uploads, webhook = room_message(request)
         return posted(
             conversation_request_create(
-                owner=request.user, conversation=conversation, text=text, attachments=uploads
+                owner=request.user,
+                conversation=conversation,
+                text=text,
+                attachments=uploads,
+                webhook=webhook,
             )
         )
 
@@ -96,6 +102,17 @@ class ConversationRequestDetailApi(APIView):
         if found is None:
             raise ServiceError("NOT_FOUND", "No such request.", status=404)
         return Response(request_payload(found, workers_alive=workers_alive()))
+
+
+class ConversationRequestCostsApi(APIView):
+    @extend_schema(responses={200: RequestCostsOutput, **REFUSED})
+    def get(self, request: Request, conversation_id: int, request_id: int) -> Response:
+        """What the request's calls took and cost, per member."""
+        conversation = _conversation(request, conversation_id)
+        found = selectors.request_get(conversation=conversation, request_id=request_id)
+        if found is None:
+            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+        return request_costs(found)
 
 
 class ConversationRequestCancelApi(APIView):

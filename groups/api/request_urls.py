@@ -14,6 +14,11 @@ urlpatterns = [
         name="group-request",
     ),
     path(
+        "groups/<int:group_id>/requests/<int:request_id>/costs",
+        views.GroupRequestCostsApi.as_view(),
+        name="group-request-costs",
+    ),
+    path(
         "groups/<int:group_id>/requests/<int:request_id>/cancel",
         views.GroupRequestCancelApi.as_view(),
         name="group-request-cancel",
@@ -34,6 +39,11 @@ urlpatterns = [
         "conversations/<int:conversation_id>/requests/<int:request_id>",
         conversations.ConversationRequestDetailApi.as_view(),
         name="conversation-request",
+    ),
+    path(
+        "conversations/<int:conversation_id>/requests/<int:request_id>/costs",
+        conversations.ConversationRequestCostsApi.as_view(),
+        name="conversation-request-costs",
     ),
     path(
         "conversations/<int:conversation_id>/requests/<int:request_id>/cancel",

@@ -15,14 +15,21 @@ from rest_framework.views import APIView
 from garden.api.parsers import AttachmentsParser, SafeJSONParser
 from garden.api.serializers import MessageOutput
 from garden.attachments import Upload
-from garden.errors import ServiceError
+from garden.errors import MAX_ID, ServiceError
 from garden.heartbeat import workers_alive
 from garden.models import AccessToken, Approval
 from garden.services.conversations import message_payload
 from groups import selectors
 from groups.api.serializers import ErrorOutput
 from groups.models import MEMORY_SENTENCE, Group
-from groups.payloads import ApprovalOutput, RequestOutput, approval_payload, request_payload
+from groups.payloads import (
+    AgentFaceOutput,
+    ApprovalOutput,
+    RequestOutput,
+    UsageOutput,
+    approval_payload,
+    request_payload,
+)
 from groups.services.approvals import approval_decide
 from groups.services.memory import memory_import_private_note
 from groups.services.requests import request_cancel, request_create, request_stop_active
@@ -47,8 +54,21 @@ def int_param(request: Request, name: str) -> int | None:
         raise ServiceError("invalid", f"{name} must be an integer.", field=name) from exc
 
 
+def _webhook_field() -> serializers.IntegerField:
+    return serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="One of your webhook endpoints (for this group or all of them) that hears "
+        "this request's ending and its approvals, even a named-only one (docs/webhooks.md).",
+    )
+
+
 class RoomMessageInput(serializers.Serializer):
     text = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    webhook = _webhook_field()
 
 
 @extend_schema_field(OpenApiTypes.BINARY)
@@ -71,6 +91,7 @@ class RoomMessageUploadInput(serializers.Serializer):
         help_text="Up to GARDEN_MAX_ATTACHMENTS files (4 by default), each at most "
         "GARDEN_ATTACHMENT_MAX_BYTES (5 MB by default).",
     )
+    webhook = _webhook_field()
 
 
 class RoomOutput(serializers.Serializer):
@@ -103,13 +124,14 @@ class DecisionOutput(ApprovalOutput):
     repeated = serializers.BooleanField(help_text="The same decision had already been made.")
 
 
-def room_message(request: Request) -> tuple[str, list[Upload]]:
-    """A room's posted message, JSON or a form with files, validated: its text and files."""
+def room_message(request: Request) -> tuple[str, list[Upload], int | None]:
+    """A room's posted message, JSON or a form with files, validated: its text, its files and
+    the webhook endpoint it names, if any."""
     form = isinstance(request.data, QueryDict)
     data = (RoomMessageUploadInput if form else RoomMessageInput)(data=request.data)
     data.is_valid(raise_exception=True)
     uploads = [Upload(name=f.name, data=f.read()) for f in data.validated_data.get("files", [])]
-    return data.validated_data["text"], uploads
+    return data.validated_data["text"], uploads, data.validated_data.get("webhook")
 
 
 def room_page(conversation, *, after: int, group=None) -> dict:
@@ -180,8 +202,8 @@ class GroupMessagesApi(APIView):
     )
     def post(self, request: Request, group_id: int) -> Response:
         group = _group(request, group_id)
-        text, uploads = room_message(request)
-        return posted(request_create(group=group, text=text, attachments=uploads))
+        text, uploads, webhook = room_message(request)
+        return posted(request_create(group=group, text=text, attachments=uploads, webhook=webhook))
 
 
 class GroupRequestDetailApi(APIView):
@@ -191,6 +213,54 @@ class GroupRequestDetailApi(APIView):
         if found is None:
             raise ServiceError("NOT_FOUND", "No such request.", status=404)
         return Response(request_payload(found, workers_alive=workers_alive()))
+
+
+class MemberCostOutput(serializers.Serializer):
+    """One member's calls of the request (the coordinator's included)."""
+
+    agent = AgentFaceOutput()
+    calls = serializers.IntegerField(
+        help_text="Calls that counted (their reservations consumed), recorded replies or not."
+    )
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(
+        max_digits=18, decimal_places=9, help_text="US dollars, a decimal string."
+    )
+    unpriced_calls = serializers.IntegerField(
+        help_text="Recorded calls whose model has no price: the cost leaves them out."
+    )
+
+
+class RequestCostsOutput(serializers.Serializer):
+    request = serializers.IntegerField()
+    usage = UsageOutput(help_text="The request's totals: the sums of its members' figures.")
+    members = MemberCostOutput(
+        many=True, help_text="Per member, in the order each first made a call."
+    )
+
+
+def request_costs(found) -> Response:
+    """A request's cost per member, beside its totals (the payload's ``usage``)."""
+    return Response(
+        RequestCostsOutput(
+            {
+                "request": found.pk,
+                "usage": found,
+                "members": selectors.request_member_costs(request=found),
+            }
+        ).data
+    )
+
+
+class GroupRequestCostsApi(APIView):
+    @extend_schema(responses={200: RequestCostsOutput, **REFUSED})
+    def get(self, request: Request, group_id: int, request_id: int) -> Response:
+        """What the request's calls took and cost, per member."""
+        found = selectors.request_get(group=_group(request, group_id), request_id=request_id)
+        if found is None:
+            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+        return request_costs(found)
 
 
 class GroupRequestCancelApi(APIView):

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from garden import events
+from garden import events, metrics, telemetry
 from garden.errors import ServiceError
 from garden.models import Approval, Message
 from garden.retry import retry_on_lock_conflict
@@ -35,6 +35,7 @@ from groups.faults import fault_point
 from groups.models import GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.projection import compact_json
+from groups.selectors import approval_trace_context, request_trace_context
 from groups.services.requests import request_sweep
 from groups.signals import approvals_changed_on_commit
 from groups.tools import tool_context
@@ -126,6 +127,8 @@ def approval_decide(
         approval.save(
             update_fields=["status", "decided_by", "surface", "decided_at", "approved_arguments"]
         )
+        waited = (approval.decided_at - approval.created_at).total_seconds()
+        transaction.on_commit(lambda: metrics.approval_decided(wanted, waited))
         channel = (
             events.group_channel(request.group_id)
             if request
@@ -146,6 +149,17 @@ def approval_decide(
             )
         else:
             scheduling.execute_approval_on_commit(approval.pk)
+    # The decision, in the request's trace (the step or action it sends links back here).
+    telemetry.mark(
+        "garden.approval.decided",
+        trace_context=lambda: request_trace_context(request_id=head["request_id"]),
+        attributes={
+            "garden.request.id": head["request_id"],
+            "garden.approval.id": approval.pk,
+            "garden.approval.decision": wanted,
+            "garden.approval.surface": surface,
+        },
+    )
     return Decision(approval, repeated=False)
 
 
@@ -218,7 +232,9 @@ def _run(approval: Approval) -> ToolOutcome:
             code="NOT_RUN",
         )
     ctx = tool_context(request=request, group=request.group, agent_id=approval.agent_id)
-    outcome = run_tool(ctx, name, approval.arguments_to_run)
+    arguments = approval.arguments_to_run
+    with telemetry.tool_call(name=name, call_id=approval.tool_call_id, arguments=arguments) as span:
+        outcome = span.done(run_tool(ctx, name, arguments))
     if approval.approved_arguments is None:
         return outcome
     # The agent learns that what ran is not exactly what it asked for.
@@ -320,6 +336,11 @@ def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
     for pk in waiting.filter(executed_at__isnull=True, decided_at__lte=cutoff).values_list(
         "pk", flat=True
     ):
+        telemetry.mark(
+            "garden.sweep.recover",
+            trace_context=lambda: approval_trace_context(approval_id=pk),  # noqa: B023
+            attributes={"garden.approval.id": pk, "garden.sweep.action": "approval_resent"},
+        )
         scheduling.send(scheduling.EXECUTE_APPROVAL, approval_id=pk)
         found["approvals_resent"] += 1
     for pk in waiting.filter(executed_at__lte=cutoff).values_list("pk", flat=True):

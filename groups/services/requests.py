@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from garden import events
+from garden import events, telemetry
 from garden.attachments import Upload, attachments_check
 from garden.errors import QuotaExceeded, ServiceError, is_row_id
 from garden.models import Agent, Approval, Conversation, Message
@@ -30,6 +30,7 @@ from groups import row_locks, scheduling
 from groups.models import Group, GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.routing import Contribution, parse_mentions
+from groups.services.webhooks import webhook_deliveries_for_request, webhook_named_check
 from groups.signals import approvals_changed_on_commit, request_finished
 
 
@@ -80,6 +81,8 @@ def request_finish(
             channel=channel,
         )
     events.send_event_on_commit(channel=channel, event=request_event(request))
+    # Every ending passes here: its webhooks exist exactly when it commits.
+    webhook_deliveries_for_request(request=request)
     group_id, request_id, code = request.group_id, request.pk, request.outcome_code
     if state == GroupRequest.State.COMPLETED:
         # Between completed requests the thread may roll over before the next one starts.
@@ -220,6 +223,7 @@ def request_create(
     text: str,
     source: str = GroupRequest.Source.OWNER,
     attachments: Sequence[Upload] = (),
+    webhook: int | None = None,
 ) -> GroupRequest:
     """Store the owner's turn and a queued GroupRequest in one transaction; start it after commit.
 
@@ -227,7 +231,8 @@ def request_create(
     coordinator resumes. Unknown or non-member handles are refused and nothing is stored.
     ``attachments`` are checked first (garden/attachments.py, refused by name) and stored as
     artifacts of the open thread in the same transaction; the turn carries one artifact_ref
-    block per file after its text, and may then be files alone.
+    block per file after its text, and may then be files alone. ``webhook`` names one of the
+    owner's webhook endpoints that hears this request's ending (WEBHOOK_NOT_FOUND otherwise).
     """
     text = text.strip()
     checked = attachments_check(attachments)
@@ -262,6 +267,9 @@ def request_create(
             attachments=checked,
             queue=queue,
             source=source,
+            webhook=webhook_named_check(
+                owner_id=locked.owner_id, group_id=locked.pk, endpoint_id=webhook
+            ),
         )
 
 
@@ -297,6 +305,7 @@ def conversation_request_create(
     text: str,
     source: str = GroupRequest.Source.OWNER,
     attachments: Sequence[Upload] = (),
+    webhook: int | None = None,
 ) -> GroupRequest:
     """A message to one agent: the owner's turn in its 1:1 ``conversation`` and a queued
     request of the agent's own room (``solo_room_for``), in one transaction, started after
@@ -324,7 +333,15 @@ def conversation_request_create(
                 field="conversation",
             )
         return _request_queued(
-            locked, thread, text=text, attachments=checked, queue=[], source=source
+            locked,
+            thread,
+            text=text,
+            attachments=checked,
+            queue=[],
+            source=source,
+            webhook=webhook_named_check(
+                owner_id=locked.owner_id, group_id=locked.pk, endpoint_id=webhook
+            ),
         )
 
 
@@ -336,12 +353,21 @@ def _request_queued(
     attachments: Sequence[Upload],
     queue: list[dict],
     source: str,
+    webhook: int | None = None,
 ) -> GroupRequest:
     """The request and the owner's turn in ``conversation``; caller holds FOR UPDATE on the
     group row ``locked`` and has checked everything but the quotas, which are taken here."""
+    # The request's trace starts here, under the HTTP request that posted it: its steps join it.
+    traced = telemetry.request_started(group_id=locked.pk, source=source)
     request = GroupRequest.objects.create(
-        group=locked, conversation=conversation, source=source, queue=queue
+        group=locked,
+        conversation=conversation,
+        source=source,
+        queue=queue,
+        webhook_id=webhook,
+        trace_context=traced.traceparent,
     )
+    traced.accepted(request_id=request.pk)
     content = [text_block(text)] if text else []
     for attachment in attachments:
         stored = attachment_store(
@@ -425,9 +451,14 @@ def request_for_unanswered_turn(*, message_id: int) -> GroupRequest | None:
                 in_reply_to=turn,
             )
             return None
+        traced = telemetry.request_started(group_id=locked.pk)
         request = GroupRequest.objects.create(
-            group=locked, conversation_id=turn.conversation_id, message=turn
+            group=locked,
+            conversation_id=turn.conversation_id,
+            message=turn,
+            trace_context=traced.traceparent,
         )
+        traced.accepted(request_id=request.pk)
         Message.objects.filter(pk=turn.pk).update(request=request)
         events.send_event_on_commit(
             channel=events.group_channel(locked.pk), event=request_event(request)
@@ -469,13 +500,23 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
     found = {"continued": 0, "reclaimed": 0, "started": 0, "answered": 0}
     for row in GroupRequest.objects.filter(
         state__in=GroupRequest.STEPPABLE_STATES, updated_at__lte=cutoff
-    ).values("pk", "fence", "completed_fence", "group_id"):
-        if row["completed_fence"] >= row["fence"]:
+    ).values("pk", "fence", "completed_fence", "group_id", "trace_context"):
+        action = "continued" if row["completed_fence"] >= row["fence"] else "reclaimed"
+        # The recovery in the request's trace: the step it sends runs there too.
+        telemetry.mark(
+            "garden.sweep.recover",
+            trace_context=row["trace_context"],
+            attributes={
+                "garden.request.id": row["pk"],
+                "garden.step.fence": row["fence"],
+                "garden.sweep.action": action,
+            },
+        )
+        if action == "continued":
             scheduling.enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
-            found["continued"] += 1
         else:
             scheduling.enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
-            found["reclaimed"] += 1
+        found[action] += 1
     idle_groups = (
         GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)
         .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)

@@ -43,10 +43,12 @@ def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provide
     assert request.state == "completed", request.outcome
     # Ledger's scripted model reports no usage and adds nothing.
     assert (request.input_tokens, request.output_tokens) == (300, 55)
-    assert request_payload(request)["usage"] == {"input_tokens": 300, "output_tokens": 55}
+    # The server's model ("m") has no price: its two calls are unpriced, the scripted one free.
+    usage = {"input_tokens": 300, "output_tokens": 55, "cost": "0.000000000", "unpriced_calls": 2}
+    assert request_payload(request)["usage"] == usage
     assert request_payload(request)["working"] is None
     answer = api.get(f"/api/groups/{group.pk}/requests/{request.pk}").json()
-    assert answer["usage"] == {"input_tokens": 300, "output_tokens": 55}
+    assert answer["usage"] == usage
     assert all(body["stream"] is True for body in (r.body for r in provider_server.requests))
 
 

@@ -47,10 +47,21 @@
   }, 1000);
 
   const count = (n) => Number(n || 0).toLocaleString("en");
+  // What the request's calls cost so far (US dollars, a decimal string), beside its tokens;
+  // calls whose model has no price are said, not counted as free.
+  function cost(usage) {
+    const dollars = Number(usage.cost || 0);
+    const shown = dollars === 0 ? "$0"
+      : dollars >= 0.01 ? `$${dollars.toFixed(2)}`
+        : dollars >= 0.000001 ? `$${dollars.toFixed(6).replace(/0+$/, "")}` : "under $0.000001";
+    const unpriced = usage.unpriced_calls
+      ? ` + ${usage.unpriced_calls} unpriced call${usage.unpriced_calls === 1 ? "" : "s"}` : "";
+    return `${shown}${unpriced}`;
+  }
   function usagePart(usage) {
-    if (!usage || !(usage.input_tokens || usage.output_tokens)) return null;
-    return make("span", { className: "budget-part usage",
-      text: `${count(usage.input_tokens)} tokens in · ${count(usage.output_tokens)} out` });
+    if (!usage || !(usage.input_tokens || usage.output_tokens || Number(usage.cost) || usage.unpriced_calls)) return null;
+    return make("span", { className: "budget-part usage", title: `Cost: $${usage.cost} (US dollars)`,
+      text: `${count(usage.input_tokens)} tokens in · ${count(usage.output_tokens)} out · ${cost(usage)}` });
   }
 
   function renderBudget() {
