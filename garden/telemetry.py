@@ -61,7 +61,7 @@ def configured(environ: Mapping[str, str] = os.environ) -> bool:
 def setup_tracing(service_name: str) -> bool:
     """Turn traces on for this process when ``configured()``: the SDK's tracer provider with a
     batching OTLP/HTTP exporter (the operator's collector, not garden's egress policy), and the
-    Django, Celery and psycopg instrumentation. ``service_name`` unless OTEL_SERVICE_NAME
+    Django and Celery instrumentation (and psycopg's, ``instrumentations``). ``service_name`` unless OTEL_SERVICE_NAME
     (or service.name in OTEL_RESOURCE_ATTRIBUTES) names it. Once per process; True when on."""
     global ON, CAPTURE_CONTENT, _tracer
     with _setup_lock:
@@ -77,6 +77,19 @@ def setup_tracing(service_name: str) -> bool:
         )
         ON = True
     return True
+
+
+def instrumentations(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The contrib instrumentations a traced process turns on: Django's and Celery's, and
+    psycopg's (a span per SQL statement, several a step: what makes a step's traces cost more
+    than a few percent) only with GARDEN_TRACE_SQL=true; any named in the standard
+    OTEL_PYTHON_DISABLED_INSTRUMENTATIONS (comma-separated) stay off."""
+    wanted = ["django", "celery"] + (["psycopg"] if _true(environ.get("GARDEN_TRACE_SQL")) else [])
+    disabled = {
+        name.strip().lower()
+        for name in (environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS") or "").split(",")
+    }
+    return [name for name in wanted if name not in disabled]
 
 
 def _start_sdk(service_name: str) -> trace.Tracer:
@@ -101,9 +114,13 @@ def _start_sdk(service_name: str) -> trace.Tracer:
     # Prometheus' scrapes are not requests anyone follows (OTEL_PYTHON_DJANGO_EXCLUDED_URLS
     # replaces this).
     excluded = None if "OTEL_PYTHON_DJANGO_EXCLUDED_URLS" in os.environ else "metrics$"
-    DjangoInstrumentor().instrument(excluded_urls=excluded)
-    CeleryInstrumentor().instrument()
-    PsycopgInstrumentor().instrument(enable_commenter=False)
+    for name in instrumentations():
+        if name == "django":
+            DjangoInstrumentor().instrument(excluded_urls=excluded)
+        elif name == "celery":
+            CeleryInstrumentor().instrument()
+        elif name == "psycopg":
+            PsycopgInstrumentor().instrument(enable_commenter=False)
     # No httpx instrumentation: every outbound client garden has goes where an owner or a third
     # party points it (a provider's base URL, an MCP server, a webhook), and the instrumentation
     # always adds the site's traceparent to the request. The model call's and the tool's own

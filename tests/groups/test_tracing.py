@@ -304,6 +304,7 @@ def test_one_request_is_one_trace_across_the_web_process_and_the_worker(
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "GARDEN_TRACE_SQL": "true",
         }
     )
     with web_and_worker(env) as (base, web, worker):
@@ -347,6 +348,14 @@ def test_one_request_is_one_trace_across_the_web_process_and_the_worker(
     assert any(e.name == "garden.lock.acquired" for e in paused.span.events)
     names = {s.span.name for s in in_trace}
     assert {"garden.claim", "garden.projection", "garden.reservation"} <= names, names
+    # With GARDEN_TRACE_SQL, the step's statements are spans of it (psycopg's instrumentation).
+    statements = [
+        s
+        for s in in_trace
+        if s.service == "garden-worker"
+        and "postgresql" in (s.attributes.get("db.system"), s.attributes.get("db.system.name"))
+    ]
+    assert statements, "the worker's SQL is traced"
 
     # Each model call, with the tokens the provider reported, in the order they were made.
     calls = sorted(
@@ -522,6 +531,27 @@ def test_a_step_the_sweeper_sends_again_joins_the_request_trace_linked_to_the_sw
     (step,) = [s for s in spans if s.name == "garden.step"]
     assert step.context.trace_id == trace_id and step.attributes["garden.step.outcome"] == "asked"
     assert [link.context.span_id for link in step.links] == [sent.get_span_context().span_id]
+
+
+@pytest.mark.parametrize(
+    ("environ", "wanted"),
+    [
+        ({}, ["django", "celery"]),
+        ({"GARDEN_TRACE_SQL": "true"}, ["django", "celery", "psycopg"]),
+        ({"GARDEN_TRACE_SQL": "false"}, ["django", "celery"]),
+        (
+            {
+                "GARDEN_TRACE_SQL": "true",
+                "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "celery, psycopg",
+            },
+            ["django"],
+        ),
+    ],
+)
+def test_sql_statements_are_spans_only_when_the_operator_asks(environ, wanted):
+    from garden import telemetry
+
+    assert telemetry.instrumentations(environ) == wanted
 
 
 @pytest.mark.parametrize(
