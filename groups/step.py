@@ -72,7 +72,7 @@ def _traced(step: Callable[..., StepOutcome]) -> Callable[..., StepOutcome]:
             group_id=kwargs.get("group_id"),
             attempt=kwargs.get("attempt", 1),
             tools=kwargs.get("tools", False),
-            trace_context=lambda: request_trace_context(request_id=request_id),
+            trace_context=lambda: _trace_of(request_id),
         ) as span:
             try:
                 outcome = step(**kwargs)
@@ -150,9 +150,26 @@ def advance_request(
 _owners: dict[int, int] = {}
 
 
+# Each request's trace (its traceparent, which never changes once accepted), by request id,
+# read only with traces on: a worker's later steps of a request pay no query to join it.
+_traces: dict[int, str] = {}
+
+
 def forget_owners() -> None:
-    """Drop the owners kept (a test's fresh database may hand out the same ids again)."""
+    """Drop the owners and traces kept (a test's fresh database may hand out the same ids
+    again)."""
     _owners.clear()
+    _traces.clear()
+
+
+def _trace_of(request_id: int) -> str:
+    trace_context = _traces.get(request_id)
+    if trace_context is None:
+        trace_context = request_trace_context(request_id=request_id)
+        if len(_traces) >= 10_000:
+            _traces.clear()
+        _traces[request_id] = trace_context
+    return trace_context
 
 
 def _owner_of(group_id: int) -> int | None:

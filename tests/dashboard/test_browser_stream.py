@@ -69,6 +69,12 @@ def test_the_answer_streams_in_before_its_turn_lands(open_page, owner, live_work
     expect(budget).to_contain_text("Completed")
     expect(budget.locator(".working")).to_have_count(0)
     expect(budget).to_contain_text("1,234 tokens in · 210 out")
+    # Each member's share opens from the figure (read from the request's costs).
+    budget.locator("details.usage summary").click()
+    expect(budget.locator(".member-costs li")).to_have_count(1)
+    expect(budget.locator(".member-costs li")).to_contain_text(
+        "Concierge: 1 call · 1,234 in · 210 out"
+    )
     request = GroupRequest.objects.get(group=group)
     assert (request.input_tokens, request.output_tokens) == (1234, 210)
     assert agent_turns(group) == 1

@@ -58,10 +58,28 @@
       ? ` + ${usage.unpriced_calls} unpriced call${usage.unpriced_calls === 1 ? "" : "s"}` : "";
     return `${shown}${unpriced}`;
   }
-  function usagePart(usage) {
+  // The tokens and cost, opening to each member's share (read from the API when opened, and
+  // again as the request goes on while it stays open).
+  let membersOpen = false;
+  function usagePart(r) {
+    const usage = r.usage;
     if (!usage || !(usage.input_tokens || usage.output_tokens || Number(usage.cost) || usage.unpriced_calls)) return null;
-    return make("span", { className: "budget-part usage", title: `Cost: $${usage.cost} (US dollars)`,
-      text: `${count(usage.input_tokens)} tokens in · ${count(usage.output_tokens)} out · ${cost(usage)}` });
+    const list = make("ul", { className: "member-costs" });
+    const part = make("details", { className: "budget-part usage" },
+      make("summary", { title: `Cost: $${usage.cost} (US dollars). Open for each member's share.`,
+        text: `${count(usage.input_tokens)} tokens in · ${count(usage.output_tokens)} out · ${cost(usage)}` }),
+      list);
+    part.open = membersOpen;
+    const fill = async () => {
+      const result = await api("GET", `${urls.api}/requests/${r.id}/costs`);
+      if (!result.ok || !result.data) return;
+      list.replaceChildren(...result.data.members.map((m) => make("li", {},
+        face(m.agent, { small: true }), ` ${m.agent.name}: ${m.calls} call${m.calls === 1 ? "" : "s"} · `
+          + `${count(m.input_tokens)} in · ${count(m.output_tokens)} out · ${cost(m)}`)));
+    };
+    part.addEventListener("toggle", () => { membersOpen = part.open; if (part.open) fill(); });
+    if (membersOpen) fill();
+    return part;
   }
 
   function renderBudget() {
@@ -98,7 +116,7 @@
     const parts = [make("strong", { text: label }), working ? workingPart(r.working) : null,
       meterPart("working", r.budget.working_reserved, r.budget.working_limit),
       meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit),
-      usagePart(r.usage)];
+      usagePart(r)];
     if (behind && ACTIVE.has(r.state)) {
       parts.push(make("span", { className: "budget-part", text: ` · ${behind} more waiting` }));
     }
