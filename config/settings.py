@@ -463,8 +463,14 @@ GARDEN_MCP_SERVERS = (
 # GARDEN_WEBHOOK_MAX_ATTEMPTS times within GARDEN_WEBHOOK_RETRY_SECONDS of its event, after the
 # pauses of GARDEN_WEBHOOK_BACKOFF (seconds; the last repeats); each try ends within
 # GARDEN_WEBHOOK_TIMEOUT. An endpoint whose last GARDEN_WEBHOOK_DISABLE_AFTER deliveries all
-# gave up is disabled. Finished deliveries are kept GARDEN_WEBHOOK_KEEP_DAYS days.
+# gave up is disabled. Finished deliveries are kept GARDEN_WEBHOOK_KEEP_DAYS days. One owner's
+# tries hold at most GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER worker threads at once (each up to
+# GARDEN_WEBHOOK_TIMEOUT); a further try sends nothing and comes back when a slot frees. Values
+# out of range stop start-up (garden.E012).
 GARDEN_MAX_WEBHOOKS_PER_OWNER = env.int("GARDEN_MAX_WEBHOOKS_PER_OWNER", default=10)
+GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER = env.int(
+    "GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER", default=2
+)
 GARDEN_WEBHOOK_TIMEOUT = env.float("GARDEN_WEBHOOK_TIMEOUT", default=10.0)
 GARDEN_WEBHOOK_BACKOFF = [
     float(s)

@@ -19,6 +19,7 @@ class GardenConfig(AppConfig):
         from .tools import files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         make_var_folders()
+        register_encrypted_fields()
         # Every worker process, however started, beats while it runs (garden/heartbeat.py).
         worker_ready.connect(heartbeat.on_worker_ready, weak=False, dispatch_uid="garden_beat")
         worker_shutdown.connect(
@@ -30,6 +31,15 @@ class GardenConfig(AppConfig):
         worker_process_shutdown.connect(
             metrics.process_stopped, weak=False, dispatch_uid="garden_metrics_stop"
         )
+
+
+def register_encrypted_fields() -> None:
+    """The fields of garden's models that hold encrypted secrets (``rotate_api_keys``)."""
+    from .credentials import encrypted_field_register
+    from .models import McpServer, ModelAccount
+
+    encrypted_field_register(model=ModelAccount, field="api_key_encrypted", label="account")
+    encrypted_field_register(model=McpServer, field="headers_encrypted", label="MCP server")
 
 
 def make_var_folders() -> None:

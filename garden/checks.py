@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
 from garden.egress import METADATA_NETWORKS, Network, parse_allowlist
+from garden.metrics import usable_directory
 from garden.pricing import parse_overrides
 from garden.tools.mcp import parse_operator_servers
 
@@ -190,3 +192,69 @@ def check_model_prices(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     except ValueError as exc:
         return [Error(f"GARDEN_MODEL_PRICES: {exc}", id="garden.E011")]
     return []
+
+
+# The longest pause between webhook tries (groups.services.webhooks.MAX_BACKOFF), and the
+# longest a try may hold a worker thread.
+_WEBHOOK_MAX_PAUSE = 86400.0
+_WEBHOOK_MAX_TIMEOUT = 120.0
+
+
+def _webhook_problems() -> list[tuple[str, str]]:
+    """(setting, what is wrong) for each webhook setting out of its range."""
+    found: list[tuple[str, str]] = []
+    steps = settings.GARDEN_WEBHOOK_BACKOFF
+    bad = [s for s in steps if not (isinstance(s, int | float) and 0 <= s <= _WEBHOOK_MAX_PAUSE)]
+    if bad:
+        found.append(
+            (
+                "GARDEN_WEBHOOK_BACKOFF",
+                f"each pause is seconds from 0 to {_WEBHOOK_MAX_PAUSE:g}, not {bad[0]!r}",
+            )
+        )
+    timeout = settings.GARDEN_WEBHOOK_TIMEOUT
+    if not (isinstance(timeout, int | float) and 0 < timeout <= _WEBHOOK_MAX_TIMEOUT):
+        found.append(
+            (
+                "GARDEN_WEBHOOK_TIMEOUT",
+                f"is seconds above 0 and at most {_WEBHOOK_MAX_TIMEOUT:g}, not {timeout!r}",
+            )
+        )
+    retry = settings.GARDEN_WEBHOOK_RETRY_SECONDS
+    if not (isinstance(retry, int | float) and math.isfinite(retry) and retry > 0):
+        found.append(("GARDEN_WEBHOOK_RETRY_SECONDS", f"is seconds above 0, not {retry!r}"))
+    for name in (
+        "GARDEN_WEBHOOK_MAX_ATTEMPTS",
+        "GARDEN_WEBHOOK_DISABLE_AFTER",
+        "GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER",
+    ):
+        value = getattr(settings, name)
+        if not (isinstance(value, int) and value >= 1):
+            found.append((name, f"is a whole number of at least 1, not {value!r}"))
+    return found
+
+
+@register()
+def check_webhook_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """The webhook settings are read at every try; one out of range (a pause that cannot be
+    scheduled, a try that never ends or never may run) is named at start-up."""
+    return [Error(f"{name} {problem}.", id="garden.E012") for name, problem in _webhook_problems()]
+
+
+@register()
+def check_metrics_directory(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """GARDEN_METRICS_DIR must be a directory this process can write: else its samples stay its
+    own (a scrape of another process on the host does not see them)."""
+    directory = settings.GARDEN_METRICS_DIR
+    problem = usable_directory(directory) if directory else ""
+    if not problem:
+        return []
+    return [
+        Warning(
+            f"GARDEN_METRICS_DIR cannot be used ({problem}): this process's metrics are not "
+            "shared with the host's /metrics.",
+            hint="Point it at a directory (a tmpfs, emptied at start) every garden process of "
+            "the host can write.",
+            id="garden.W007",
+        )
+    ]

@@ -32,6 +32,7 @@ from garden.providers.types import CredentialError
 
 if TYPE_CHECKING:  # settings import this module's parser before the apps are loaded
     from django.contrib.auth.models import AbstractBaseUser
+    from django.db.models import Model
 
 DEFAULT_BASE_URLS = {
     "openai": "https://api.openai.com/v1",
@@ -236,6 +237,28 @@ def api_key_decrypt(token: str) -> str:
             "KEY_UNREADABLE",
             "The stored key cannot be decrypted with this site's keys; paste it again.",
         ) from exc
+
+
+@dataclass(frozen=True)
+class EncryptedField:
+    """A model field that holds tokens encrypted with ``api_key_encrypt`` (empty: none)."""
+
+    model: type[Model]
+    field: str
+    label: str
+
+
+_ENCRYPTED_FIELDS: dict[tuple[str, str], EncryptedField] = {}
+
+
+def encrypted_field_register(*, model: type[Model], field: str, label: str) -> None:
+    """Name a field that holds encrypted tokens, so ``manage.py rotate_api_keys`` re-encrypts
+    it. Each app registers its own from ``AppConfig.ready()``."""
+    _ENCRYPTED_FIELDS[(model._meta.label, field)] = EncryptedField(model, field, label)
+
+
+def encrypted_fields() -> tuple[EncryptedField, ...]:
+    return tuple(_ENCRYPTED_FIELDS.values())
 
 
 def api_key_rotate(token: str) -> str:

@@ -5,7 +5,7 @@ them, with the figures read from the database at scrape time. docs/operations.md
 Off unless configured (GARDEN_METRICS_TOKEN, GARDEN_METRICS_DIR or GARDEN_METRICS_PORT): then
 every recording function returns at its first line. With GARDEN_METRICS_DIR the processes of one
 host write their samples to files there (prometheus_client's multiprocess mode) and whichever
-serves them (the web's /metrics, a worker's port, ``manage.py serve_metrics``) adds them up.
+serves them (the web's /metrics, a worker's GARDEN_METRICS_PORT) adds them up.
 Labels are few-valued only: provider, model, purpose, outcome, state, kind; never an owner, a
 group, a request or free text.
 """
@@ -64,8 +64,22 @@ def process_stopped(*_: Any, **__: Any) -> None:
         multiprocess.mark_process_dead(os.getpid(), DIRECTORY)
 
 
+def usable_directory(directory: str) -> str:
+    """Why the metrics' directory cannot be used ('' when it can): made if missing, written by
+    this process."""
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        return str(exc)
+    return "" if os.access(directory, os.W_OK | os.X_OK) else f"{directory} is not writable"
+
+
+if DIRECTORY and (_unusable := usable_directory(DIRECTORY)):
+    # A process must start whatever the directory is (the system check says what is wrong);
+    # this one keeps its samples to itself.
+    log.error("metrics: GARDEN_METRICS_DIR cannot be used: %s", _unusable)
+    DIRECTORY = ""
 if DIRECTORY:
-    os.makedirs(DIRECTORY, exist_ok=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = DIRECTORY
     # prometheus_client picks its value class when first imported; a process whose environment
     # did not name the directory then gets the multiprocess one here, before any metric exists.
@@ -116,7 +130,7 @@ UNPRICED = Counter(
 )
 IN_FLIGHT = Gauge(
     "garden_in_flight",
-    "Owners' slots held now across the processes: model calls (kind=calls) and tool runs (kind=tools).",
+    "Owners' slots held now across the processes: model calls (kind=calls), tool runs (kind=tools) and webhook tries (kind=webhooks).",
     ["kind"],
     multiprocess_mode="livesum",
     registry=REGISTRY,
@@ -414,8 +428,7 @@ def bearer_allowed(authorization: str | None) -> bool:
     )
 
 
-# A port of its own (a worker host with no web process): GARDEN_METRICS_PORT, or
-# ``manage.py serve_metrics``. With GARDEN_METRICS_TOKEN set it asks for the bearer too.
+# A port of its own (a worker host with no web process): GARDEN_METRICS_PORT. With GARDEN_METRICS_TOKEN set it asks for the bearer too.
 
 
 class _Server(ThreadingMixIn, WSGIServer):

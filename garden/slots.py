@@ -1,11 +1,12 @@
-"""Each owner's caps on work in flight across every worker (fair share): model calls, and
-tool runs.
+"""Each owner's caps on work in flight across every worker (fair share): model calls, tool
+runs, and webhook tries.
 
 A step takes one of its owner's call slots before it claims, projects, reserves and dispatches
 a call, and gives it back as soon as the call returns; it takes one of the owner's tool slots
-before it runs a reply's tools, and gives it back when they return. When all of an owner's
-slots of a kind are taken, the step does not block a worker thread: it comes back later
-(``slot_backoff``), so other owners' steps run in the meantime. Slots live in a Redis sorted
+before it runs a reply's tools, and gives it back when they return; a webhook try holds one
+of the owner's webhook slots while it sends. When all of an owner's slots of a kind are taken,
+the step (or try) does not block a worker thread: it comes back later (``slot_backoff``), so
+other owners' work runs in the meantime. Slots live in a Redis sorted
 set per owner and kind (token → expiry), so a worker that dies holding one loses it after the
 lock TTL; on the embedded default they are per process.
 """
@@ -26,6 +27,7 @@ from garden.redis_conn import redis_client
 
 CALLS = "calls-in-flight"
 TOOLS = "tools-in-flight"
+WEBHOOKS = "webhooks-in-flight"
 
 _ACQUIRE = """
 redis.call('zremrangebyscore', KEYS[1], '-inf', ARGV[1])
@@ -48,12 +50,14 @@ def _key(kind: str, owner_id: int) -> str:
 def _limit(kind: str) -> int:
     if kind == TOOLS:
         return settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER
+    if kind == WEBHOOKS:
+        return settings.GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER
     return settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER
 
 
 def slot_acquire(*, owner_id: int, kind: str = CALLS) -> str | None:
-    """A slot token for one model call (or, with ``kind=TOOLS``, one reply's tool run) of
-    ``owner_id``, or None when all are in use."""
+    """A slot token for one model call (or, with ``kind=TOOLS``, one reply's tool run; with
+    ``kind=WEBHOOKS``, one webhook try) of ``owner_id``, or None when all are in use."""
     limit = _limit(kind)
     ttl = float(settings.GARDEN_LOCK_TTL_SECONDS)
     token = secrets.token_hex(8)
@@ -112,7 +116,7 @@ def slot_hold(*, owner_id: int, kind: str = CALLS) -> HeldSlot | None:
 
 
 def _label(kind: str) -> str:
-    return "tools" if kind == TOOLS else "calls"
+    return {TOOLS: "tools", WEBHOOKS: "webhooks"}.get(kind, "calls")
 
 
 def slot_backoff(waits: int) -> float:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.propagate import set_global_textmap
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -79,6 +81,14 @@ def setup_tracing(service_name: str) -> bool:
     return True
 
 
+class _HandOnOnly(TraceContextTextMapPropagator):
+    """W3C trace context that is injected (into Celery's task headers) but never read from a
+    request's headers."""
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        return context if context is not None else Context()
+
+
 def instrumentations(environ: Mapping[str, str] = os.environ) -> list[str]:
     """The contrib instrumentations a traced process turns on: Django's and Celery's, and
     psycopg's (a span per SQL statement, several a step: what makes a step's traces cost more
@@ -108,6 +118,11 @@ def _start_sdk(service_name: str) -> trace.Tracer:
     )
     if not named:
         attributes[SERVICE_NAME] = service_name
+    if service_name == SERVICE_WEB:
+        # A client's traceparent is not trusted: an owner would choose the trace a request
+        # joins in the operator's backend, and whether it is sampled. The web process starts
+        # its own traces and still hands them on (to the workers, in the task headers).
+        set_global_textmap(_HandOnOnly())
     provider = TracerProvider(resource=Resource.create(attributes))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
@@ -416,7 +431,8 @@ def model_call(
         attributes["gen_ai.input.messages"] = _bounded(
             [{"role": m.role, "parts": _parts(m.content)} for m in chat.messages]
         )
-    return _Call(f"chat {model}", SpanKind.CLIENT, attributes)
+    # The name is bounded (an owner names the model; the attribute keeps it whole).
+    return _Call(f"chat {model[:80]}", SpanKind.CLIENT, attributes)
 
 
 def tool_call(*, name: str, call_id: str, arguments: Any = None) -> _Call | _Off:

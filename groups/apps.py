@@ -6,10 +6,15 @@ class GroupsConfig(AppConfig):
     verbose_name = "groups"
 
     def ready(self) -> None:
+        from garden.credentials import encrypted_field_register
         from garden.metrics import register_scrape_gauges
 
         from . import metrics, platform_tools, tools  # noqa: F401  (each registers its tools)
+        from .models import WebhookEndpoint
         from .signals import request_finished
+
+        # Webhook signing secrets are re-encrypted with owners' keys (rotate_api_keys).
+        encrypted_field_register(model=WebhookEndpoint, field="secret_encrypted", label="webhook")
 
         # The site's figures at each scrape of /metrics, and each request's ending as it commits.
         register_scrape_gauges(metrics.site_gauges)

@@ -79,6 +79,9 @@ def reserve_call(
             return None
         return CallReservation.objects.create(
             request_id=request_id,
+            owner_id=GroupRequest.objects.filter(pk=request_id)
+            .values_list("group__owner_id", flat=True)
+            .first(),
             purpose=purpose,
             agent_id=agent_id,
             fence=fence or 0,
@@ -114,12 +117,17 @@ def _reserve_in_one_statement(
         created_at=at,
     )
     requests, reservations = GroupRequest._meta.db_table, CallReservation._meta.db_table
+    groups = GroupRequest._meta.get_field("group").related_model._meta.db_table
+    # The owner is read from the request's group in the same statement (the audit row keeps it
+    # when the request is cleared away).
     sql = (
         f'WITH counted AS (UPDATE "{requests}" SET {", ".join(sets)} '
-        f'WHERE {" AND ".join(where)} RETURNING "id") '
-        f'INSERT INTO "{reservations}" ("request_id", "purpose", "agent_id", "fence", "attempt", '
-        f'"status", "reason", "created_at", "provider", "model", "input_tokens", "output_tokens") '
-        f'SELECT "id", %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM counted RETURNING "id"'
+        f'WHERE {" AND ".join(where)} RETURNING "id", "group_id") '
+        f'INSERT INTO "{reservations}" ("request_id", "owner_id", "purpose", "agent_id", "fence", '
+        f'"attempt", "status", "reason", "created_at", "provider", "model", "input_tokens", '
+        f'"output_tokens") SELECT counted."id", g."owner_id", %s, %s, %s, %s, %s, %s, %s, %s, '
+        f'%s, %s, %s FROM counted JOIN "{groups}" g ON g."id" = counted."group_id" '
+        f'RETURNING "id"'
     )
     with connection.cursor() as cursor:
         cursor.execute(

@@ -219,7 +219,22 @@ class CallReservation(models.Model):
         CONSUMED = "consumed", "Consumed"
         RELEASED = "released", "Released"
 
-    request = models.ForeignKey(GroupRequest, on_delete=models.CASCADE, related_name="reservations")
+    # The audit row outlives its request (SET_NULL): clearing a thread or removing a group takes
+    # the requests, but what their calls spent stays counted for the owner who spent it.
+    request = models.ForeignKey(
+        GroupRequest,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="reservations",
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
     purpose = models.CharField(max_length=12, choices=Purpose.choices)
     agent = models.ForeignKey("garden.Agent", on_delete=models.PROTECT, related_name="+")
     fence = models.PositiveIntegerField()
@@ -239,7 +254,10 @@ class CallReservation(models.Model):
 
     class Meta:
         ordering = ["id"]
-        indexes = [models.Index(fields=["created_at"], name="reservation_created")]
+        indexes = [
+            models.Index(fields=["created_at"], name="reservation_created"),
+            models.Index(fields=["owner", "created_at"], name="reservation_owner_created"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.purpose} call {self.pk} ({self.status})"

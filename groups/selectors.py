@@ -277,7 +277,7 @@ def usage_by_owner_day(
     owner's days alone."""
     rows = CallReservation.objects.filter(status=CallReservation.Status.CONSUMED)
     if owner_id is not None:
-        rows = rows.filter(request__group__owner_id=owner_id)
+        rows = rows.filter(owner_id=owner_id)
     if since is not None:
         rows = rows.filter(created_at__gte=datetime.combine(since, time.min, tzinfo=UTC))
     if until is not None:
@@ -286,8 +286,8 @@ def usage_by_owner_day(
         )
     rows = (
         rows.annotate(day=TruncDate("created_at", tzinfo=UTC))
-        .values("day", owner_id=F("request__group__owner_id"))
-        .annotate(owner=F("request__group__owner__username"), **_call_totals())
+        .values("day", "owner_id")
+        .annotate(owner=F("owner__username"), **_call_totals())
         .order_by("-day", "owner", "owner_id")
     )
     return [_to_places(r) for r in rows]
@@ -302,13 +302,16 @@ def _to_places(row: dict) -> dict:
 
 # A usage page shows this many days, up to today, unless it is asked for others.
 USAGE_DAYS = 31
+# The longest range one page (or CSV) reads.
+USAGE_MAX_DAYS = 366
 
 
 def usage_range(
     since: str | None, until: str | None, *, today: date | None = None
 ) -> tuple[date, date]:
     """The days a usage page was asked for (``since`` and ``until``, YYYY-MM-DD, either may be
-    empty: the last USAGE_DAYS days up to today, UTC); raises ValueError naming what is wrong."""
+    empty: the last USAGE_DAYS days up to today, UTC; at most USAGE_MAX_DAYS of them, none
+    after tomorrow); raises ValueError naming what is wrong."""
     today = today or datetime.now(UTC).date()
     try:
         last = date.fromisoformat(until) if until else today
@@ -317,6 +320,10 @@ def usage_range(
         raise ValueError("since and until must be dates, YYYY-MM-DD.") from exc
     if first > last:
         raise ValueError("since must not be after until.")
+    if last > today + timedelta(days=1):
+        raise ValueError("until must not be after tomorrow.")
+    if (last - first).days >= USAGE_MAX_DAYS:
+        raise ValueError(f"A usage page covers at most {USAGE_MAX_DAYS} days.")
     return first, last
 
 

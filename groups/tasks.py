@@ -139,9 +139,10 @@ def purge_deleted_groups(owner_id: int | None = None) -> int:
     retry_backoff_max=30,
     max_retries=5,
 )
-def deliver_webhook(delivery_id: int) -> str:
-    """One try of a webhook delivery, if it is pending and due (webhook_delivery_attempt)."""
-    return webhook_delivery_attempt(delivery_id=delivery_id)
+def deliver_webhook(delivery_id: int, waits: int = 0) -> str:
+    """One try of a webhook delivery, if it is pending and due and its owner has a free
+    webhook slot (webhook_delivery_attempt; ``waits``: its earlier looks for one)."""
+    return webhook_delivery_attempt(delivery_id=delivery_id, waits=waits)
 
 
 @shared_task(name=scheduling.SWEEP_WEBHOOKS, acks_late=True, ignore_result=True)

@@ -302,7 +302,8 @@ class AccessTokenInput(serializers.Serializer):
         required=False,
         max_length=3,
         help_text="Some of read, write (messages, decisions, settings), manage (clear, delete, "
-        "restore, archive a group); read and write when none are given.",
+        "restore, archive a group; remove a webhook endpoint, rotate its secret); read and "
+        "write when none are given.",
     )
     expires_in_days = serializers.IntegerField(
         required=False,

@@ -35,13 +35,16 @@ _ULA = ipaddress.ip_network("fc00::/7")
 
 
 class EgressRefused(Exception):
-    """An outbound request the policy refuses; nothing was sent. ``code`` names it."""
+    """An outbound request the policy refuses; nothing was sent. ``code`` names it;
+    ``destination`` says it was refused for where the host leads, and then ``message`` names
+    the address a name resolved to (which a caller may not want to show)."""
 
     code = "EGRESS_REFUSED"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, destination: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.destination = destination
 
 
 _HOST_NAME = re.compile(
@@ -276,7 +279,8 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
         # RFC 6761: always loopback, whatever a resolver says (or fails to say).
         raise EgressRefused(
             f"{host} is a loopback name; garden does not connect there unless "
-            f"the operator allows it ({_setting_for(purpose)})."
+            f"the operator allows it ({_setting_for(purpose)}).",
+            destination=True,
         )
     addresses = resolve(host, port, purpose=purpose)
     for address in addresses:
@@ -289,11 +293,13 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
         if named:
             raise EgressRefused(
                 f"{shown} is {reason}; the operator allows the name {host}, not that address "
-                f"(an address is allowed only by naming it in {_setting_for(purpose)})."
+                f"(an address is allowed only by naming it in {_setting_for(purpose)}).",
+                destination=True,
             )
         raise EgressRefused(
             f"{shown} is {reason}; garden does not connect there unless the operator "
-            f"allows it ({_setting_for(purpose)})."
+            f"allows it ({_setting_for(purpose)}).",
+            destination=True,
         )
     return addresses
 

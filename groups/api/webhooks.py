@@ -142,8 +142,9 @@ class WebhookListCreateApi(APIView):
         description="Add an endpoint for some of request.completed, request.stopped, "
         "request.failed and approval.pending, of one group or all of yours. A URL the egress "
         "policy refuses (EGRESS_REFUSED: loopback, private, link-local or metadata unless the "
-        "operator allows it), a group that is not yours (GROUP_NOT_FOUND), or one past the "
-        "site's limit (WEBHOOK_LIMIT, 409) stores nothing. The answer carries the signing "
+        "operator allows it), a group that is not yours (GROUP_NOT_FOUND), one past the site's "
+        "limit (WEBHOOK_LIMIT, 409), or a site that cannot store secrets "
+        "(ENCRYPTION_UNAVAILABLE) stores nothing. The answer carries the signing "
         "secret, the one time it is shown.",
     )
     def post(self, request: Request) -> Response:
@@ -154,6 +155,9 @@ class WebhookListCreateApi(APIView):
 
 
 class WebhookDetailApi(APIView):
+    # What cannot be taken back: not with a token that lacks the manage scope.
+    token_scopes = {"DELETE": "manage"}
+
     @extend_schema(tags=TAGS, responses={200: WebhookEndpointOutput, **REFUSED})
     def get(self, request: Request, endpoint_id: int) -> Response:
         return Response(webhook_endpoint_payload(_owned(request, endpoint_id)))
@@ -176,7 +180,8 @@ class WebhookDetailApi(APIView):
         tags=TAGS,
         request=None,
         responses={204: None, **REFUSED},
-        description="Remove the endpoint and its deliveries.",
+        description="Remove the endpoint and its deliveries. With an access token: the "
+        "manage scope (TOKEN_SCOPE, 403, otherwise).",
     )
     def delete(self, request: Request, endpoint_id: int) -> Response:
         webhook_endpoint_delete(endpoint=_owned(request, endpoint_id))
@@ -184,11 +189,15 @@ class WebhookDetailApi(APIView):
 
 
 class WebhookRotateSecretApi(APIView):
+    # What cannot be taken back (the old secret stops at once): the manage scope.
+    token_scopes = {"POST": "manage"}
+
     @extend_schema(
         tags=TAGS,
         request=None,
         responses={200: WebhookEndpointCreatedOutput, **REFUSED},
-        description="A new signing secret, shown this once; the old one stops at once.",
+        description="A new signing secret, shown this once; the old one stops at once. With "
+        "an access token: the manage scope (TOKEN_SCOPE, 403, otherwise).",
     )
     def post(self, request: Request, endpoint_id: int) -> Response:
         rotated = webhook_endpoint_rotate_secret(endpoint=_owned(request, endpoint_id))

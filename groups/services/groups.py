@@ -348,7 +348,8 @@ def purge_due_groups_soon(*, owner: AbstractBaseUser, now: datetime | None = Non
 def group_clear(*, group: Group) -> int:
     """Stop the group's work and delete every conversation of it; returns how many.
 
-    Messages, requests and reservations go with the conversations, and so does the summary a
+    Messages and requests go with the conversations (their calls' reservations stay, kept
+    for the owner's usage without a request), and so does the summary a
     rollover carried forward (it lives on the thread it starts). Approvals stay, decided and
     detached, so a late decision on any surface is told it was already decided. The group, its
     members, its coordinator and its memory scope stay; documents its agents made keep their

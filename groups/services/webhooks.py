@@ -4,12 +4,15 @@ transaction that makes it so, and the tries that send them (Standard Webhooks si
 through the egress policy, retried with back-off for a bounded time, each try logged).
 
 Lock order: the ending's group and request rows are held by the caller; a delivery's try
-changes its own row (claimed by a conditional UPDATE) and then its endpoint's."""
+changes its own row (claimed by a conditional UPDATE) and then its endpoint's. A try holds one
+of its owner's webhook slots (``garden.slots.WEBHOOKS``) while it sends, so one owner's
+receivers hold at most GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER worker threads."""
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import secrets
 import time
 import uuid
@@ -26,11 +29,12 @@ from django.db.models import F, Q, Subquery
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from garden import egress
+from garden import egress, metrics
 from garden.credentials import CredentialError, api_key_decrypt, api_key_encrypt
 from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Approval
 from garden.quotas import quota_hold
+from garden.slots import WEBHOOKS, slot_backoff, slot_hold
 from groups import scheduling, selectors
 from groups.models import Group, GroupRequest, WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from groups.payloads import WEBHOOK_REQUEST_EVENTS, approval_webhook_event, request_webhook_event
@@ -45,7 +49,16 @@ MAX_DESCRIPTION = 200
 _CLAIM_MARGIN = 30.0
 # A try sent with a countdown may arrive a little early by another host's clock.
 _EARLY = timedelta(seconds=2)
+# The longest pause between tries, whatever GARDEN_WEBHOOK_BACKOFF says (garden.E012 names a
+# value past it at start-up).
+MAX_BACKOFF = 86400.0
 _UNCHANGED: Any = object()
+# A refusal for where the URL leads, said without the address its name resolved to: what an
+# internal name resolves to is not the owner's to learn.
+_REFUSED_DESTINATION = (
+    "The URL's host is a loopback, private, link-local or metadata address, which webhooks "
+    "may not reach (GARDEN_EGRESS_ALLOW_WEBHOOK)."
+)
 
 
 # --- endpoints ------------------------------------------------------------------------------
@@ -67,8 +80,15 @@ def _new_secret() -> str:
 def _encrypt(secret: str) -> str:
     try:
         return api_key_encrypt(secret)
-    except CredentialError as exc:
-        raise ServiceError(exc.code, exc.message) from None
+    except CredentialError:
+        raise ServiceError(
+            "ENCRYPTION_UNAVAILABLE",
+            "The operator has not set GARDEN_FERNET_KEYS: webhook secrets cannot be stored.",
+        ) from None
+
+
+def _refusal(exc: egress.EgressRefused) -> str:
+    return _REFUSED_DESTINATION if exc.destination else exc.message
 
 
 def _check_url(url: str, *, owner_id: int) -> str:
@@ -93,7 +113,7 @@ def _check_url(url: str, *, owner_id: int) -> str:
         with egress.deadline(settings.GARDEN_EGRESS_DNS_TIMEOUT, owner_id=owner_id):
             egress.check_host(parsed.host, port, "webhook")
     except egress.EgressRefused as exc:
-        raise ServiceError(exc.code, exc.message, field="url") from None
+        raise ServiceError(exc.code, _refusal(exc), field="url") from None
     except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError):
         pass
     return url
@@ -397,7 +417,7 @@ def _post(endpoint: WebhookEndpoint, delivery: WebhookDelivery, secret: str) -> 
             ) as response:
                 status = response.status_code
     except egress.EgressRefused as exc:
-        return Tried(None, f"{exc.code}: {exc.message}"[:300], took(), refused=True)
+        return Tried(None, f"{exc.code}: {_refusal(exc)}"[:300], took(), refused=True)
     except (httpx.TimeoutException, httpcore.TimeoutException):
         return Tried(None, f"no answer within {timeout:g} s", took())
     except (httpx.HTTPError, httpcore.ConnectError, httpcore.NetworkError, OSError) as exc:
@@ -409,41 +429,75 @@ def _post(endpoint: WebhookEndpoint, delivery: WebhookDelivery, secret: str) -> 
 
 
 def _backoff(number: int) -> float:
-    """The pause after try ``number`` (GARDEN_WEBHOOK_BACKOFF; its last step repeats)."""
+    """The pause after try ``number`` (GARDEN_WEBHOOK_BACKOFF; its last step repeats), within
+    0..MAX_BACKOFF whatever the setting holds: a pause that cannot be scheduled would leave the
+    try unrecorded, and the sweep would send it again for ever."""
     steps = settings.GARDEN_WEBHOOK_BACKOFF or [60.0]
-    return float(steps[min(number, len(steps)) - 1])
+    wait = float(steps[min(number, len(steps)) - 1])
+    if math.isnan(wait):
+        return MAX_BACKOFF
+    return min(max(wait, 0.0), MAX_BACKOFF)
 
 
-def webhook_delivery_attempt(*, delivery_id: int) -> str:
+def webhook_delivery_attempt(*, delivery_id: int, waits: int = 0) -> str:
     """One try of a delivery, if it is pending and due; idempotent (a duplicate or early
     message, or one for a delivery another worker is trying, does nothing).
 
-    The try is claimed by moving ``next_attempt_at`` past its deadline (one conditional
-    UPDATE), sent outside any transaction, then recorded: a 2xx delivers it; 410 Gone, a
-    refusal of the egress policy, or the last try allowed (GARDEN_WEBHOOK_MAX_ATTEMPTS within
+    The try takes one of its owner's webhook slots first; with none free it sends and records
+    nothing and comes back later (``_wait_for_slot``; ``waits`` counts its earlier looks). It
+    is claimed by moving ``next_attempt_at`` past its deadline (one conditional UPDATE), sent
+    outside any transaction, then recorded: a 2xx delivers it; 410 Gone, a refusal of the
+    egress policy, or the last try allowed (GARDEN_WEBHOOK_MAX_ATTEMPTS within
     GARDEN_WEBHOOK_RETRY_SECONDS) gives it up; anything else schedules the next try."""
-    now = timezone.now()
-    lease = now + timedelta(seconds=settings.GARDEN_WEBHOOK_TIMEOUT + _CLAIM_MARGIN)
-    claimed = WebhookDelivery.objects.filter(
-        pk=delivery_id, state=WebhookDelivery.State.PENDING, next_attempt_at__lte=now + _EARLY
-    ).update(next_attempt_at=lease)
-    if not claimed:
+    due = WebhookDelivery.objects.filter(
+        pk=delivery_id,
+        state=WebhookDelivery.State.PENDING,
+        next_attempt_at__lte=timezone.now() + _EARLY,
+    )
+    found = due.values_list("next_attempt_at", "endpoint__owner_id").first()
+    if found is None:
         return "not due"
-    delivery = WebhookDelivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
-    if delivery is None:
-        return "gone"
-    endpoint = delivery.endpoint
-    if not endpoint.enabled:
-        _give_up_unsent(delivery, "The endpoint is disabled.")
-        return "endpoint disabled"
-    try:
-        secret = api_key_decrypt(endpoint.secret_encrypted)
-    except CredentialError as exc:
-        tried = Tried(None, f"{exc.code}: {exc.message}"[:300], 0, refused=True)
-    else:
-        assert not connection.in_atomic_block, "a webhook is never sent inside a transaction"
-        tried = _post(endpoint, delivery, secret)
+    due_at, owner_id = found
+    slot = slot_hold(owner_id=owner_id, kind=WEBHOOKS)
+    if slot is None:
+        return _wait_for_slot(delivery_id, due_at=due_at, waits=waits)
+    with slot:
+        lease = timezone.now() + timedelta(seconds=settings.GARDEN_WEBHOOK_TIMEOUT + _CLAIM_MARGIN)
+        if not due.update(next_attempt_at=lease):
+            return "not due"
+        delivery = WebhookDelivery.objects.select_related("endpoint").filter(pk=delivery_id).first()
+        if delivery is None:
+            return "gone"
+        endpoint = delivery.endpoint
+        if not endpoint.enabled:
+            _give_up_unsent(delivery, "The endpoint is disabled.")
+            return "endpoint disabled"
+        try:
+            secret = api_key_decrypt(endpoint.secret_encrypted)
+        except CredentialError as exc:
+            why = "the endpoint's signing secret cannot be decrypted with this site's keys"
+            tried = Tried(None, f"{exc.code}: {why}; rotate it.", 0, refused=True)
+        else:
+            assert not connection.in_atomic_block, "a webhook is never sent inside a transaction"
+            tried = _post(endpoint, delivery, secret)
     return _record(delivery, tried)
+
+
+def _wait_for_slot(delivery_id: int, *, due_at: datetime, waits: int) -> str:
+    """Every webhook slot of the owner is taken: send nothing and record no attempt; move the
+    next try on by the pause (one conditional write, so the sweep does not take the delivery
+    for lost, and a duplicate message finds it not due) and come back then."""
+    metrics.slot_wait("webhooks")
+    pause = slot_backoff(waits)
+    moved = WebhookDelivery.objects.filter(
+        pk=delivery_id, state=WebhookDelivery.State.PENDING, next_attempt_at=due_at
+    ).update(next_attempt_at=timezone.now() + timedelta(seconds=pause))
+    if not moved:
+        return "not due"  # another message of it got there first
+    scheduling.send(
+        scheduling.DELIVER_WEBHOOK, countdown=pause, delivery_id=delivery_id, waits=waits + 1
+    )
+    return "waiting for a slot"
 
 
 def _give_up_unsent(delivery: WebhookDelivery, why: str) -> None:

@@ -179,3 +179,30 @@ def test_an_owner_cannot_open_the_admins_usage(client, owner, figures):
 
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+def test_a_far_or_too_long_range_is_refused_not_read(client, owner, figures):
+    client.force_login(owner)
+
+    far = client.get("/dashboard/usage/", {"until": "9999-12-31"})
+    long = client.get("/dashboard/usage/", {"since": "2000-01-01", "until": "2003-01-01"})
+
+    assert far.status_code == 400 and far.context["error"] == "until must not be after tomorrow."
+    assert long.status_code == 400
+    assert long.context["error"] == "A usage page covers at most 366 days."
+    assert far.context["days"] == [] and long.context["days"] == []
+
+
+def test_what_an_owner_spent_stays_counted_when_the_thread_is_cleared(client, owner, figures):
+    from groups.services.groups import group_clear
+
+    client.force_login(owner)
+    before = rows_of(client.get("/dashboard/usage/", {"format": "csv"}))
+    today = figures["today"]
+
+    group_clear(group=today.group)
+
+    assert not GroupRequest.objects.filter(pk=today.pk).exists()
+    kept = CallReservation.objects.get(cost=today.cost, owner=owner, request=None)
+    assert kept.input_tokens == 1_000
+    assert rows_of(client.get("/dashboard/usage/", {"format": "csv"})) == before

@@ -166,3 +166,61 @@ def test_check_deploy_names_a_wide_and_a_metadata_allowance(tmp_path):
     )
     assert out.returncode != 0 and "GARDEN_EGRESS_ALLOW: " in out.stderr
     assert "'[::]x'" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("GARDEN_WEBHOOK_BACKOFF", [5.0, float("nan")]),
+        ("GARDEN_WEBHOOK_BACKOFF", [float("inf")]),
+        ("GARDEN_WEBHOOK_BACKOFF", [1e20]),
+        ("GARDEN_WEBHOOK_BACKOFF", [-1.0]),
+        ("GARDEN_WEBHOOK_TIMEOUT", 0.0),
+        ("GARDEN_WEBHOOK_TIMEOUT", float("nan")),
+        ("GARDEN_WEBHOOK_TIMEOUT", 1e9),
+        ("GARDEN_WEBHOOK_MAX_ATTEMPTS", 0),
+        ("GARDEN_WEBHOOK_RETRY_SECONDS", 0.0),
+        ("GARDEN_WEBHOOK_DISABLE_AFTER", 0),
+        ("GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER", 0),
+    ],
+)
+def test_a_webhook_setting_out_of_range_is_named_at_start_up(settings, name, value):
+    from django.core.checks import run_checks
+
+    setattr(settings, name, value)
+    errors = [e for e in run_checks() if e.id == "garden.E012"]
+    assert len(errors) == 1 and errors[0].msg.startswith(f"{name} ")
+
+
+def test_the_default_webhook_settings_pass_the_check():
+    from django.core.checks import run_checks
+
+    assert not [e for e in run_checks() if e.id == "garden.E012"]
+
+
+def test_a_metrics_directory_that_cannot_be_used_is_named_and_nothing_stops(tmp_path):
+    """GARDEN_METRICS_DIR where a file stands: the process starts (its metrics its own) and the
+    check names the setting."""
+    taken = tmp_path / "a-file"
+    taken.write_text("not a directory")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "GARDEN_VAR_DIR": str(tmp_path),
+            "GARDEN_METRICS_DIR": str(taken / "metrics"),
+            "GARDEN_METRICS_TOKEN": "scrape-secret",
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert out.returncode == 0, out.stderr
+    assert "garden.W007" in out.stderr + out.stdout
+    assert "GARDEN_METRICS_DIR cannot be used" in out.stderr + out.stdout

@@ -270,6 +270,27 @@ def test_keys_rotate_with_multifernet(owner, settings):
     assert account_key_status(account)["code"] == "KEY_UNREADABLE"
 
 
+def test_rotation_re_encrypts_mcp_server_headers_too(owner, settings):
+    from garden.credentials import api_key_encrypt
+    from garden.models import McpServer
+    from garden.tools.mcp import server_headers
+
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.GARDEN_FERNET_KEYS = [old]
+    server = McpServer.objects.create(
+        owner=owner,
+        name="wiki",
+        url="https://mcp.example.com/mcp",
+        headers_encrypted=api_key_encrypt('{"Authorization": "Bearer t0ken"}'),
+        header_names=["Authorization"],
+    )
+    settings.GARDEN_FERNET_KEYS = [new, old]
+    call_command("rotate_api_keys")
+    settings.GARDEN_FERNET_KEYS = [new]
+    server.refresh_from_db()
+    assert server_headers(server) == {"Authorization": "Bearer t0ken"}
+
+
 def test_production_without_fernet_keys_refuses_to_store_a_key(owner, settings):
     settings.PRODUCTION = True
     settings.GARDEN_FERNET_KEYS = []

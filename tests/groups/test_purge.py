@@ -163,8 +163,12 @@ def test_after_the_minute_the_purge_removes_exactly_the_group(api, owner, world,
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
 
     after = table_counts()
-    expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
+    # The group's calls stay counted (their reservations outlive their requests, for the
+    # owner's usage); everything else it owned goes.
+    owned = {**world["owned"], "CallReservation": 0}
+    expected = {name: count - owned.get(name, 0) for name, count in before.items()}
     assert after == expected
+    assert CallReservation.objects.filter(request=None).count() == world["owned"]["CallReservation"]
     assert not Group.objects.filter(pk=doomed.pk).exists()
     assert not MemoryNote.objects.filter(scope=doomed.memory_scope).exists()
     # Its agents are never touched; files it made keep their row, without the thread.
@@ -197,7 +201,8 @@ def test_purge_on_postgres_cascades_the_same(api, owner, world, clock):
     before = table_counts()
     clock["now"] = t0 + timedelta(seconds=61)
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
-    expected = {name: count - world["owned"].get(name, 0) for name, count in before.items()}
+    owned = {**world["owned"], "CallReservation": 0}  # calls stay counted, without a request
+    expected = {name: count - owned.get(name, 0) for name, count in before.items()}
     assert table_counts() == expected
 
 

@@ -248,12 +248,20 @@ def web_and_worker(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen,
             print(f"--- {name} ---\n{output}")  # shown when the test fails
 
 
+CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
 def run_the_request(base: str, owner, group) -> GroupRequest:
     """Post the message and approve Ledger's file through the API, as a script would (an
     access token), and wait until the request has completed."""
     token = token_create(owner=owner, name="tracing").secret
     api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
-    posted = api.post(f"/api/groups/{group.pk}/messages", json={"text": TEXT})
+    # A client's own trace context is not what the request joins (garden/telemetry.py).
+    posted = api.post(
+        f"/api/groups/{group.pk}/messages",
+        json={"text": TEXT},
+        headers={"traceparent": f"00-{CLIENT_TRACE}-00f067aa0ba902b7-01"},
+    )
     assert posted.status_code == 202, posted.text
     request = GroupRequest.objects.get(pk=posted.json()["request"]["id"])
     approval = wait_for(
@@ -325,6 +333,9 @@ def test_one_request_is_one_trace_across_the_web_process_and_the_worker(
     ours = [s for s in spans if s.attributes.get("garden.request.id") == request.pk]
     assert ours and all(s.span.trace_id == trace_id for s in ours), "the request is one trace"
 
+    # Whatever trace the client said it was in (a traceparent header) is not the request's.
+    assert CLIENT_TRACE not in request.trace_context
+    assert not [s for s in spans if s.span.trace_id == bytes.fromhex(CLIENT_TRACE)]
     # It starts in the web process, under the HTTP request that posted the message.
     (accepted,) = [s for s in in_trace if s.span.name == "garden.request"]
     assert accepted.service == "garden-web" and accepted.resource["process.pid"] == web.pid

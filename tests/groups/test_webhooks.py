@@ -9,11 +9,16 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 import threading
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
 
 import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+from django.test import Client
 from django.utils import timezone
 
 from garden.errors import ServiceError
@@ -32,6 +37,7 @@ from groups.services.webhooks import (
     webhook_delivery_purge,
     webhook_delivery_sweep,
     webhook_endpoint_create,
+    webhook_endpoint_rotate_secret,
 )
 from tests.conftest import _wait_until_worker_idle, wait_for
 from tests.groups.conftest import make_group
@@ -221,10 +227,10 @@ def test_the_api_refuses_a_metadata_address_and_stores_nothing(api):
     assert not WebhookEndpoint.objects.exists()
 
 
-def _pending(endpoint: WebhookEndpoint) -> WebhookDelivery:
+def _pending(endpoint: WebhookEndpoint, event_id: str = "msg_1") -> WebhookDelivery:
     return WebhookDelivery.objects.create(
         endpoint=endpoint,
-        event_id="msg_1",
+        event_id=event_id,
         event_type="request.completed",
         payload={"type": "request.completed", "timestamp": "t", "data": {}},
         next_attempt_at=timezone.now(),
@@ -242,7 +248,40 @@ def test_a_private_address_written_past_the_check_is_refused_at_send(receiver, o
     assert delivery.state == "failed" and delivery.last_status is None
     assert delivery.last_error.startswith("EGRESS_REFUSED")
     (attempt,) = WebhookAttempt.objects.filter(delivery=delivery)
-    assert attempt.status is None and "10.0.0.1" in attempt.error
+    assert attempt.status is None and "GARDEN_EGRESS_ALLOW_WEBHOOK" in attempt.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refusal_never_shows_the_address_a_name_resolves_to(api, owner, monkeypatch):
+    """What an internal name resolves to is not the owner's to learn, at save or at send."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host == "hooks.corp.test":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.11.12.13", port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    refused = api.post(
+        "/api/webhooks", {"url": "http://hooks.corp.test/h", "events": ["request.completed"]}
+    )
+    assert refused.status_code == 400 and refused.json()["code"] == "EGRESS_REFUSED"
+    assert "10.11.12.13" not in refused.content.decode()
+    assert "GARDEN_EGRESS_ALLOW_WEBHOOK" in refused.json()["message"]
+    assert not WebhookEndpoint.objects.exists()
+
+    endpoint = webhook_endpoint_create(
+        owner=owner, url="http://other.corp.test/h", events=ALL_EVENTS
+    ).endpoint  # it does not resolve now: kept, checked again at every try
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url="http://hooks.corp.test/h")
+    delivery = _pending(endpoint)
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == "failed"
+    delivery.refresh_from_db()
+    (attempt,) = WebhookAttempt.objects.filter(delivery=delivery)
+    assert delivery.last_error.startswith("EGRESS_REFUSED")
+    assert "10.11.12.13" not in delivery.last_error and "10.11.12.13" not in attempt.error
+    listed = api.get(f"/api/webhooks/{endpoint.pk}/deliveries").content.decode()
+    assert "10.11.12.13" not in listed
 
 
 @pytest.mark.django_db(transaction=True)
@@ -557,3 +596,142 @@ def test_a_test_event_is_a_delivery_like_any_other(api, owner, settings):
     assert body["event_type"] == "webhook.test" and body["state"] == "pending"
     assert body["payload"]["data"] == {"endpoint": endpoint.pk}
     assert WebhookDelivery.objects.filter(endpoint=endpoint).count() == 1
+
+
+# --- an owner's share of the workers ----------------------------------------------------------
+
+
+def test_an_owner_at_its_cap_of_tries_waits_unsent_and_another_owners_go_out(
+    celery_worker_thread, receiver, owner, stranger, settings
+):
+    from garden.slots import WEBHOOKS, slot_hold
+    from groups.tasks import deliver_webhook
+
+    settings.GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER = 1
+    settings.GARDEN_CALL_SLOT_RETRY_SECONDS = 0.1
+    settings.GARDEN_SLOT_RETRY_MAX_SECONDS = 0.3
+    mine = _pending(
+        webhook_endpoint_create(owner=owner, url=receiver.url, events=ALL_EVENTS).endpoint,
+        "msg_mine",
+    )
+    theirs = _pending(
+        webhook_endpoint_create(owner=stranger, url=receiver.url, events=ALL_EVENTS).endpoint,
+        "msg_theirs",
+    )
+    held = slot_hold(owner_id=owner.pk, kind=WEBHOOKS)  # another of this owner's tries
+    assert held is not None
+    try:
+        assert deliver_webhook(mine.pk) == "waiting for a slot"
+        assert deliver_webhook(theirs.pk) == "delivered"
+        mine.refresh_from_db()
+        assert (mine.state, mine.attempts, mine.last_error) == ("pending", 0, "")
+        assert not WebhookAttempt.objects.filter(delivery=mine).exists()
+        assert [h["webhook-id"] for h, _ in receiver.received] == ["msg_theirs"]
+    finally:
+        held.release()
+    # It sent itself again: once the slot is free, that message delivers it (no sweep runs).
+    done = wait_for(delivered(mine.pk), timeout=30)
+    assert done.state == "delivered" and done.attempts == 1
+    assert sorted(h["webhook-id"] for h, _ in receiver.received) == ["msg_mine", "msg_theirs"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("pause", [float("nan"), float("inf"), 1e20, -5.0])
+def test_a_nonsensical_back_off_still_records_the_try(receiver, owner, settings, pause):
+    settings.GARDEN_WEBHOOK_BACKOFF = [pause]
+    receiver.statuses = [500]
+    delivery = _pending(
+        webhook_endpoint_create(owner=owner, url=receiver.url, events=ALL_EVENTS).endpoint
+    )
+    webhook_delivery_attempt(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1 and delivery.last_status == 500
+    assert WebhookAttempt.objects.filter(delivery=delivery).count() == 1
+    if delivery.state == "pending":
+        assert delivery.next_attempt_at <= timezone.now() + timedelta(days=1)
+
+
+# --- the site's keys --------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rotating_the_sites_keys_keeps_every_webhook_signing(receiver, owner, settings):
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.GARDEN_FERNET_KEYS = [old]
+    created = webhook_endpoint_create(owner=owner, url=receiver.url, events=ALL_EVENTS)
+    settings.GARDEN_FERNET_KEYS = [new, old]
+    call_command("rotate_api_keys", stdout=StringIO())
+    settings.GARDEN_FERNET_KEYS = [new]  # the old key dropped
+
+    delivery = _pending(created.endpoint)
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == "delivered"
+    ((headers, body),) = receiver.received
+    assert spec_verifies(created.secret, headers, body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_no_key_reads_gives_the_delivery_up_unsent_saying_so(receiver, owner, settings):
+    settings.GARDEN_FERNET_KEYS = [Fernet.generate_key().decode()]
+    endpoint = webhook_endpoint_create(owner=owner, url=receiver.url, events=ALL_EVENTS).endpoint
+    settings.GARDEN_FERNET_KEYS = [Fernet.generate_key().decode()]  # replaced, not rotated
+    delivery = _pending(endpoint)
+    assert webhook_delivery_attempt(delivery_id=delivery.pk) == "failed"
+    delivery.refresh_from_db()
+    assert delivery.last_error.startswith("KEY_UNREADABLE")
+    assert "signing secret" in delivery.last_error and "rotate" in delivery.last_error
+    assert receiver.received == []
+
+
+@pytest.mark.django_db
+def test_without_the_sites_keys_a_webhook_secret_is_refused_as_such(api, owner, settings):
+    settings.GARDEN_EGRESS_ALLOW_WEBHOOK = ["127.0.0.1"]
+    endpoint = webhook_endpoint_create(
+        owner=owner, url="http://127.0.0.1:9/h", events=ALL_EVENTS
+    ).endpoint
+    stored = endpoint.secret_encrypted
+    settings.PRODUCTION = True
+    settings.GARDEN_FERNET_KEYS = []
+
+    refused = api.post("/api/webhooks", {"url": "http://127.0.0.1:9/2", "events": ALL_EVENTS})
+    assert refused.status_code == 400 and refused.json()["code"] == "ENCRYPTION_UNAVAILABLE"
+    assert "GARDEN_FERNET_KEYS" in refused.json()["message"]
+    assert "webhook secrets" in refused.json()["message"]
+    assert "API key" not in refused.json()["message"]
+    with pytest.raises(ServiceError) as rotated:
+        webhook_endpoint_rotate_secret(endpoint=endpoint)
+    assert rotated.value.code == "ENCRYPTION_UNAVAILABLE"
+    assert list(WebhookEndpoint.objects.values_list("secret_encrypted", flat=True)) == [stored]
+
+
+# --- access tokens ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_removing_an_endpoint_or_rotating_its_secret_needs_the_manage_scope(owner, settings):
+    from garden.services.tokens import token_create
+
+    settings.GARDEN_EGRESS_ALLOW_WEBHOOK = ["127.0.0.1"]
+    endpoint = webhook_endpoint_create(
+        owner=owner, url="http://127.0.0.1:9/h", events=ALL_EVENTS
+    ).endpoint
+    stored = endpoint.secret_encrypted
+    writer = token_create(owner=owner, name="ci").secret  # read and write
+    manager = token_create(owner=owner, name="m", scopes=["read", "write", "manage"]).secret
+
+    def call(secret, method, path):
+        return getattr(Client(), method)(
+            path, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {secret}"
+        )
+
+    rotate, detail = f"/api/webhooks/{endpoint.pk}/rotate-secret", f"/api/webhooks/{endpoint.pk}"
+    for method, path in (("post", rotate), ("delete", detail)):
+        refused = call(writer, method, path)
+        assert refused.status_code == 403 and refused.json()["code"] == "TOKEN_SCOPE", path
+        assert "'manage'" in refused.json()["message"]
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).secret_encrypted == stored
+    assert call(writer, "post", f"/api/webhooks/{endpoint.pk}/test").status_code == 202
+
+    rotated = call(manager, "post", rotate)
+    assert rotated.status_code == 200 and rotated.json()["secret"].startswith("whsec_")
+    assert call(manager, "delete", detail).status_code == 204
+    assert not WebhookEndpoint.objects.exists()
