@@ -10,14 +10,16 @@ stay out of spans unless ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.propagate import set_global_textmap
@@ -90,11 +92,17 @@ class _HandOnOnly(TraceContextTextMapPropagator):
 
 
 def instrumentations(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The contrib instrumentations a traced process turns on: Django's and Celery's, and
-    psycopg's (a span per SQL statement, several a step: what makes a step's traces cost more
-    than a few percent) only with GARDEN_TRACE_SQL=true; any named in the standard
+    """The contrib instrumentations a traced process turns on: Django's; Celery's (a publish and
+    a run span for every task, the step's twice over) only with GARDEN_TRACE_CELERY=true, and
+    psycopg's (a span per SQL statement, several a step) only with GARDEN_TRACE_SQL=true: each
+    would more than double what a step's traces cost. Without Celery's, garden carries the
+    sender's context in its own task header (``task_headers``). Any named in the standard
     OTEL_PYTHON_DISABLED_INSTRUMENTATIONS (comma-separated) stay off."""
-    wanted = ["django", "celery"] + (["psycopg"] if _true(environ.get("GARDEN_TRACE_SQL")) else [])
+    wanted = ["django"]
+    if _true(environ.get("GARDEN_TRACE_CELERY")):
+        wanted.append("celery")
+    if _true(environ.get("GARDEN_TRACE_SQL")):
+        wanted.append("psycopg")
     disabled = {
         name.strip().lower()
         for name in (environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS") or "").split(",")
@@ -160,6 +168,36 @@ def _traceparent(span: trace.Span) -> str:
     carrier: dict[str, str] = {}
     _propagator.inject(carrier, context=trace.set_span_in_context(span))
     return carrier.get("traceparent", "")[:128]
+
+
+# The Celery message header that carries the context a task was sent from.
+TASK_HEADER = "garden_traceparent"
+
+
+def task_headers() -> dict[str, str]:
+    """Headers for a task being sent: the current span's context, when traces are on and a
+    span is current (a step sending the next, the web accepting a message, the sweeper)."""
+    if not ON:
+        return {}
+    span = trace.get_current_span()
+    if not span.get_span_context().is_valid:
+        return {}
+    return {TASK_HEADER: _traceparent(span)}
+
+
+@contextlib.contextmanager
+def sent_from(traceparent: str | None) -> Iterator[None]:
+    """Run a task in the context it was sent from (``task_headers``): a step's span links to
+    it when it is another trace's (the sweeper's, a decision's)."""
+    context = _parent(traceparent or "") if ON else None
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 class Accepted:

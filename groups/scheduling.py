@@ -10,7 +10,7 @@ from typing import Any
 from celery import signature
 from django.db import transaction
 
-from garden import effects
+from garden import effects, telemetry
 
 ADVANCE_REQUEST = "groups.advance_request"
 START_NEXT_REQUEST = "groups.start_next_request"
@@ -29,7 +29,10 @@ LEGACY_CHAT_REPLY = "garden.chat_reply"
 def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
     """Send task ``name`` now. A registered task sends through its own ``apply_async`` (its
     routing and options); the name alone is enough for a process that only enqueues."""
-    options = {"countdown": countdown} if countdown else {}
+    options: dict[str, Any] = {"countdown": countdown} if countdown else {}
+    headers = telemetry.task_headers()
+    if headers:
+        options["headers"] = headers
     signature(name, kwargs=kwargs).apply_async(**options)
 
 

@@ -46,7 +46,10 @@ def advance_request(
 ) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
     try:
-        with metrics.step_timed() as ended:
+        with (
+            telemetry.sent_from(self.request.get(telemetry.TASK_HEADER)),
+            metrics.step_timed() as ended,
+        ):
             return ended(
                 step(
                     request_id=request_id,

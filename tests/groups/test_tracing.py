@@ -547,12 +547,14 @@ def test_a_step_the_sweeper_sends_again_joins_the_request_trace_linked_to_the_sw
 @pytest.mark.parametrize(
     ("environ", "wanted"),
     [
-        ({}, ["django", "celery"]),
-        ({"GARDEN_TRACE_SQL": "true"}, ["django", "celery", "psycopg"]),
-        ({"GARDEN_TRACE_SQL": "false"}, ["django", "celery"]),
+        ({}, ["django"]),
+        ({"GARDEN_TRACE_SQL": "true"}, ["django", "psycopg"]),
+        ({"GARDEN_TRACE_CELERY": "true"}, ["django", "celery"]),
+        ({"GARDEN_TRACE_SQL": "false", "GARDEN_TRACE_CELERY": "no"}, ["django"]),
         (
             {
                 "GARDEN_TRACE_SQL": "true",
+                "GARDEN_TRACE_CELERY": "true",
                 "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "celery, psycopg",
             },
             ["django"],
@@ -581,3 +583,26 @@ def test_traces_are_on_only_when_an_otlp_endpoint_is_set_and_nothing_turns_them_
     from garden import telemetry
 
     assert telemetry.configured(environ) is on
+
+
+def test_a_task_runs_in_the_context_it_was_sent_from(exported):
+    """garden's own task header carries the sender's context to the worker (Celery's
+    instrumentation is off by default): a step's span links to a sender in another trace."""
+    from opentelemetry import trace
+
+    from garden import telemetry
+
+    exported(False)
+    assert telemetry.task_headers() == {}, "no span current: nothing to carry"
+    with telemetry._tracer.start_as_current_span("the sweeper's task") as sender:
+        headers = telemetry.task_headers()
+    sent = sender.get_span_context()
+    assert list(headers) == [telemetry.TASK_HEADER]
+    carried = headers[telemetry.TASK_HEADER]
+    assert carried.startswith(f"00-{sent.trace_id:032x}-{sent.span_id:016x}-")
+
+    with telemetry.sent_from(headers[telemetry.TASK_HEADER]):
+        current = trace.get_current_span().get_span_context()
+    assert (current.trace_id, current.span_id) == (sent.trace_id, sent.span_id)
+    with telemetry.sent_from("not a traceparent"):
+        assert not trace.get_current_span().get_span_context().is_valid
