@@ -417,7 +417,12 @@ def default_receiver() -> Iterator[Receiver]:
     try:
         server = Receiver(port=4318)
     except OSError:
-        pytest.skip("127.0.0.1:4318 (OTLP/HTTP's default port) is taken")
+        # Another program on this machine holds the port the test must watch; in CI
+        # (GARDEN_REQUIRE_SERVICES=1) that is a failure, never a quiet pass.
+        reason = "127.0.0.1:4318 (OTLP/HTTP's default port) is taken by another program"
+        if os.environ.get("GARDEN_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"GARDEN_REQUIRE_SERVICES=1 but {reason}", pytrace=False)
+        pytest.skip(reason)
     yield server
     server.close()
 
