@@ -18,12 +18,32 @@ demo: $(STAMP)
 	@env -u DATABASE_URL -u REDIS_URL $(PY) manage.py demo
 
 # Each run gets its own var/ (broker files, SQLite test database, locks), so two runs on one
-# machine never consume each other's tasks.
+# machine never consume each other's tasks. When the suite runs on PostgreSQL, the step
+# machinery's tests ($(SQLITE_TESTS): the group loop and the 1:1 loop) also run on the embedded
+# default that `make demo` and `make run` use (SQLite, the filesystem broker, no Redis), beside
+# the main run: both mostly wait on workers and sockets, so together they take about as long as
+# the main run alone. Its output follows the main run's; either failing fails `make test`.
+# SQLITE_TESTS= skips it.
+SQLITE_TESTS ?= tests/groups
 test: $(STAMP)
 	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
 	  export GARDEN_CACHE_PREFIX=$$(basename $$GARDEN_VAR_DIR) && \
 	  eval "$$($(PY) scripts/services_env.py)" && \
-	  $(PY) -m pytest $(PYTEST_ARGS); status=$$?; rm -rf "$$GARDEN_VAR_DIR"; exit $$status
+	  lite=""; if [ -n "$$DATABASE_URL" ] && [ -n "$(SQLITE_TESTS)" ]; then \
+	    lite=$$(mktemp -d -t garden-test-sqlite-XXXXXX); mkdir "$$lite/var"; \
+	    ( start=$$(date +%s); \
+	      env -u DATABASE_URL -u REDIS_URL -u GARDEN_REQUIRE_SERVICES GARDEN_VAR_DIR="$$lite/var" \
+	        $(PY) -m pytest $(SQLITE_TESTS) -p no:cacheprovider >"$$lite/log" 2>&1; \
+	      echo $$? >"$$lite/status"; echo $$(( $$(date +%s) - start )) >"$$lite/seconds" ) & \
+	  fi; \
+	  $(PY) -m pytest $(PYTEST_ARGS); status=$$?; \
+	  if [ -n "$$lite" ]; then \
+	    wait; lite_status=$$(cat "$$lite/status"); \
+	    echo "== $(SQLITE_TESTS) on the embedded default (SQLite, no Redis), $$(cat "$$lite/seconds") s =="; \
+	    if [ "$$lite_status" = 0 ]; then tail -n 1 "$$lite/log"; else cat "$$lite/log"; status=1; fi; \
+	    rm -rf "$$lite"; \
+	  fi; \
+	  rm -rf "$$GARDEN_VAR_DIR"; exit $$status
 
 # Benchmarks on PostgreSQL and Redis (their own database garden_bench and Redis db 2), a few
 # minutes on 2 cores: projection cost, loop overhead per call vs a bare Celery hop and the floor

@@ -25,7 +25,6 @@ does.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import statistics
@@ -35,6 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.loop_measures import (
+    bare_hops,
+    chained,
+    reservation_gaps,
+    seed_thread,
+    wait_finished,
+    with_cpu,
+)
 from bench.seeding import build_group
 from bench.support import (
     PgProbe,
@@ -142,42 +149,6 @@ def solo_overhead(conversation, probe: PgProbe, runs: int = 5) -> list[float]:
     return gaps
 
 
-def reservation_gaps(request_id: int) -> list[float]:
-    """Milliseconds between consecutive working/synthesis reservations of one request."""
-    from groups.models import CallReservation
-
-    stamps = list(
-        CallReservation.objects.filter(request_id=request_id)
-        .exclude(purpose=CallReservation.Purpose.MAINTENANCE)
-        .order_by("id")
-        .values_list("created_at", flat=True)
-    )
-    return [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
-
-
-def seed_thread(group, turns: int) -> None:
-    """Give the group's open thread ``turns`` earlier turns (owner and member alternating,
-    ~80 characters each), as a long-running conversation would have."""
-    from django.db import transaction
-
-    from garden.models import Message
-    from garden.services.conversations import messages_append, text_block
-    from groups.services.requests import group_conversation_open
-
-    member = group.memberships.exclude(agent_id=group.coordinator_id).first().agent
-    with transaction.atomic():
-        conversation = group_conversation_open(group=group)
-        batch = [
-            Message(
-                speaker_kind="agent" if i % 2 else "owner",
-                speaker_agent=member if i % 2 else None,
-                content=[text_block(f"Earlier turn {i}: a figure, a question, a short answer.")],
-            )
-            for i in range(turns)
-        ]
-        messages_append(conversation_id=conversation.pk, messages=batch)
-
-
 def thread_overheads(make, probe: PgProbe, lengths: tuple[int, ...], runs: int = 4) -> list[list]:
     """Reservation gaps of requests in threads that already hold each of ``lengths`` turns,
     the lengths taken in turn run after run (so a drift of the machine's speed reaches them
@@ -214,23 +185,6 @@ def throughput(groups: list, probe: PgProbe, workers: list[Worker]) -> tuple[flo
     return calls / wall, cpu / calls * 1000
 
 
-def wait_finished(probe: PgProbe, ids: list[int], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while probe.scalar(
-        "select count(*) from groups_grouprequest where id = any(%s) and state not in "
-        "('completed', 'stopped', 'failed')",
-        [ids],
-    ):
-        if time.monotonic() > deadline:
-            raise SystemExit("requests did not finish")
-        time.sleep(0.01)
-
-
-def bare_hops(app, n: int) -> list[float]:
-    """A task that enqueues the next, n times; per-hop time from the stamps in Redis."""
-    return chained(app, "bench.diagnostic_hop", [], n)
-
-
 def floor_steps(app, n: int) -> list[float]:
     """The floor step (bench.floor_step): hop + group lock + the request row
     locked in a transaction with a ~500-byte turn appended, n times in a chain."""
@@ -241,27 +195,6 @@ def floor_steps(app, n: int) -> list[float]:
     conversation = group_conversation_open(group=group)
     request = GroupRequest.objects.create(group=group, conversation=conversation, state="completed")
     return chained(app, "bench.floor_step", [group.pk, request.pk, conversation.pk], n)
-
-
-def with_cpu(workers: list[Worker], run) -> tuple[list[float], float]:
-    """``run()``'s result and the workers' CPU ms it took."""
-    before = sum(cpu_seconds(w.pid) for w in workers)
-    result = run()
-    return result, (sum(cpu_seconds(w.pid) for w in workers) - before) * 1000
-
-
-def chained(app, task: str, args: list, n: int) -> list[float]:
-    import redis
-
-    key = f"garden:bench:hops:{time.time_ns()}"
-    client = redis.Redis.from_url(REDIS_URL)
-    app.send_task(task, args=[*args, n, key])
-    deadline = time.monotonic() + 120
-    while client.llen(key) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
-    stamps = [float(x) for x in client.lrange(key, 0, -1)]
-    client.delete(key)
-    return [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from garden.providers.types import ArtifactRef, Block, TextBlock, ToolCall, ToolResult
-from groups.bounding import RoomTooLarge, bound
-from groups.projection import AgentView, GroupView, Turn, project
+from groups.domain.bounding import RoomTooLarge, bound
+from groups.domain.projection import AgentView, GroupView, Turn, project
 
 CONCIERGE = AgentView(1, "concierge", "Concierge", "Coordinate the household team.")
 LEDGER = AgentView(2, "ledger", "Ledger", "Keep the books precisely.")

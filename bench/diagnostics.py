@@ -13,7 +13,7 @@ from celery import shared_task
 @shared_task(name="bench.diagnostic_hop", acks_late=True, ignore_result=True)
 def diagnostic_hop(remaining: int, key: str) -> None:
     """A bare Celery hop: stamp the time in Redis and enqueue the next hop."""
-    from groups.locks import redis_client
+    from groups.group_lock import redis_client
 
     redis_client().rpush(key, repr(time.time()))
     if remaining > 1:
@@ -34,7 +34,7 @@ def floor_step(
 
     from garden.models import Message
     from garden.services.conversations import message_append, text_block
-    from groups.locks import group_lock, redis_client
+    from groups.group_lock import group_lock, redis_client
     from groups.models import GroupRequest
 
     with group_lock(group_id), transaction.atomic():

@@ -289,7 +289,7 @@ class Harness:
         """Decide every pending approval of ``ids`` as its owner would (approve, or with
         probability ``reject`` reject); returns how many were approved."""
         from garden.errors import ServiceError
-        from garden.models import Approval
+        from groups.models import Approval
         from groups.services.approvals import approval_decide
 
         approved = 0
@@ -317,7 +317,7 @@ class Harness:
         """What became of the approvals of ``ids`` for the MCP server's tool: how many were
         approved and rejected, the calls the server received for them, and how many ended
         with an unknown outcome (and of those, how many calls had reached the server)."""
-        from garden.models import Approval
+        from groups.models import Approval
         from groups.services.approvals import OUTCOME_UNKNOWN_REASON
 
         runs = self.mcp.counts()

@@ -34,11 +34,12 @@ def safety_violations(
 def _snapshot_violations(
     ids: list[int], tags: dict[int, str], seen: dict[str, int], mcp_runs: dict[int, int] | None
 ) -> list[str]:
-    from garden.models import Approval, Message
+    from garden.models import Message
     from groups.models import (
         MAINTENANCE_CALLS,
         SYNTHESIS_CALLS,
         WORKING_CALLS,
+        Approval,
         CallReservation,
         GroupRequest,
     )
@@ -175,7 +176,8 @@ def _approval_violations(ids: list[int], mcp_runs: dict[int, int] | None) -> lis
     gave, counted by the MCP server), and each approval's result was recorded at most once. An
     MCP call recorded as done reached the server; and the server received no call that no
     approval asked for."""
-    from garden.models import Approval, Artifact, Message
+    from garden.models import Artifact, Message
+    from groups.models import Approval
 
     out = []
     approvals = list(
@@ -239,7 +241,8 @@ def unknown_outcome_violations(ids: list[int], *, killed: int) -> list[str]:
     """Approved actions whose worker died after claiming them (``killed`` workers did, each
     holding one at least) ended honestly: at least ``killed`` approvals of ``ids`` have an
     unknown outcome, each recorded for its agent as unknown and told in an activity line."""
-    from garden.models import Approval, Message
+    from garden.models import Message
+    from groups.models import Approval
     from groups.services.approvals import OUTCOME_UNKNOWN_REASON, UNKNOWN_OUTCOME
 
     unknown = list(

@@ -185,8 +185,8 @@ def zygote_main() -> None:
     from django.db import connections
 
     import garden.providers.openai  # noqa: F401
-    import groups.bounding
-    import groups.projection  # noqa: F401
+    import groups.domain.bounding
+    import groups.domain.projection  # noqa: F401
     from config.celery import app
 
     app.loader.import_default_modules()

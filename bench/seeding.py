@@ -29,7 +29,7 @@ def _mcp_servers_add(user, tools: tuple[str, ...], url: str) -> None:
     """The servers that ``tools`` (``mcp.<server>.<tool>``) name, each at ``url``, added for
     ``user`` as an owner adds one (listed over the network)."""
     from garden.services.mcp import mcp_server_create
-    from garden.tools.mcp import split_name
+    from garden.tools.mcp_catalog import split_name
 
     for server in dict.fromkeys(split_name(name)[0] for name in tools):
         mcp_server_create(owner=user, name=server, url=url)
@@ -52,7 +52,7 @@ def build_agent_chat(
 
     from garden.models import Conversation
     from garden.services.agents import agent_create
-    from garden.tools.mcp import PREFIX
+    from garden.tools.mcp_catalog import PREFIX
 
     user, account = _owner_on_fake(username, base_url, timeout)
     _mcp_servers_add(user, tuple(t for t in tools if t.startswith(PREFIX)), mcp_url)

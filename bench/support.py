@@ -170,8 +170,8 @@ def step_queries(group) -> list[int]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from groups.loop.step import advance_request
     from groups.services.requests import request_create, request_start_next
-    from groups.step import advance_request
 
     request = request_create(group=group, text="Keep digging.")
     request_start_next(group_id=group.pk)

@@ -10,11 +10,11 @@ from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
-from garden.models import Agent, Approval, Artifact, AttachmentData
+from garden.models import Agent, Artifact, AttachmentData
 from garden.tools import asks_by_annotations
 from garden.tools.mcp import servers_offered
-from groups.models import Group, GroupRequest
-from groups.rules import MAKER, MIN_RUNNABLE_MEMBERS
+from groups.domain.rules import MAKER, MIN_RUNNABLE_MEMBERS
+from groups.models import Approval, Group, GroupRequest
 
 CANVAS_LIMIT = 50
 # What of a document the Canvas carries in the page: enough to read; the rest is named.

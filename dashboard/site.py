@@ -13,7 +13,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 
-from dashboard import views
+from dashboard.views import records, rooms, roster, settings_pages
 
 
 class DashboardSite(admin.AdminSite):
@@ -47,34 +47,34 @@ class DashboardSite(admin.AdminSite):
 
     def get_urls(self) -> list[URLPattern]:
         own = [
-            path("agents/", self.admin_view(views.agents), name="agents"),
-            path("agents/<int:agent_id>/", self.admin_view(views.agent_detail), name="agent"),
+            path("agents/", self.admin_view(roster.agents), name="agents"),
+            path("agents/<int:agent_id>/", self.admin_view(roster.agent_detail), name="agent"),
             path(
-                "agents/<int:agent_id>/room/", self.admin_view(views.agent_room), name="agent_room"
+                "agents/<int:agent_id>/room/", self.admin_view(rooms.agent_room), name="agent_room"
             ),
             path(
                 "agents/<int:agent_id>/room/canvas",
-                self.admin_view(views.agent_canvas),
+                self.admin_view(rooms.agent_canvas),
                 name="agent_canvas",
             ),
-            path("accounts/", self.admin_view(views.accounts), name="accounts"),
-            path("tools/", self.admin_view(views.tools), name="tools"),
+            path("accounts/", self.admin_view(settings_pages.accounts), name="accounts"),
+            path("tools/", self.admin_view(settings_pages.tools), name="tools"),
             path(
                 "tools/<int:server_id>/list",
-                self.admin_view(views.mcp_server_tools),
+                self.admin_view(settings_pages.mcp_server_tools),
                 name="mcp_server_tools",
             ),
-            path("tokens/", self.admin_view(views.tokens), name="tokens"),
-            path("webhooks/", self.admin_view(views.webhooks), name="webhooks"),
-            path("documents/", self.admin_view(views.documents), name="documents"),
-            path("usage/", self.admin_view(views.usage), name="usage"),
-            path("telegram/", self.admin_view(views.telegram), name="telegram"),
-            path("groups/<int:group_id>/", self.admin_view(views.room), name="room"),
-            path("groups/<int:group_id>/canvas", self.admin_view(views.canvas), name="canvas"),
+            path("tokens/", self.admin_view(settings_pages.tokens), name="tokens"),
+            path("webhooks/", self.admin_view(settings_pages.webhooks), name="webhooks"),
+            path("documents/", self.admin_view(records.documents), name="documents"),
+            path("usage/", self.admin_view(records.usage), name="usage"),
+            path("telegram/", self.admin_view(settings_pages.telegram), name="telegram"),
+            path("groups/<int:group_id>/", self.admin_view(rooms.room), name="room"),
+            path("groups/<int:group_id>/canvas", self.admin_view(rooms.canvas), name="canvas"),
             # Cacheable: the view sets its own private Cache-Control, so thumbnails are kept.
             path(
                 "artifacts/<int:artifact_id>/file",
-                self.admin_view(views.artifact_file, cacheable=True),
+                self.admin_view(rooms.artifact_file, cacheable=True),
                 name="artifact_file",
             ),
         ]
@@ -82,7 +82,7 @@ class DashboardSite(admin.AdminSite):
         return own + super().get_urls()
 
     def index(self, request: HttpRequest, extra_context: dict | None = None):
-        return views.roster(request)
+        return roster.roster(request)
 
 
 site = DashboardSite(name="dashboard")

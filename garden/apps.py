@@ -15,9 +15,12 @@ class GardenConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-        from . import checks, heartbeat, metrics, signals  # noqa: F401
+        from . import checks, heartbeat, metrics_dir, metrics_exposition, signals  # noqa: F401
+        from .event_schema import register_event_type
+        from .payloads import MessageCreatedEvent
         from .tools import files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
+        register_event_type("message.created", MessageCreatedEvent)
         make_var_folders()
         register_encrypted_fields()
         # Every worker process, however started, beats while it runs (garden/heartbeat.py).
@@ -26,10 +29,13 @@ class GardenConfig(AppConfig):
             heartbeat.on_worker_shutdown, weak=False, dispatch_uid="garden_beat_stop"
         )
         # A worker with GARDEN_METRICS_PORT serves its host's samples; a prefork child that
-        # stops takes its live gauges out of the sum (garden/metrics.py).
-        worker_ready.connect(metrics.on_worker_ready, weak=False, dispatch_uid="garden_metrics")
+        # stops takes its live gauges out of the sum (garden/metrics_exposition.py,
+        # garden/metrics_dir.py).
+        worker_ready.connect(
+            metrics_exposition.on_worker_ready, weak=False, dispatch_uid="garden_metrics"
+        )
         worker_process_shutdown.connect(
-            metrics.process_stopped, weak=False, dispatch_uid="garden_metrics_stop"
+            metrics_dir.process_stopped, weak=False, dispatch_uid="garden_metrics_stop"
         )
 
 

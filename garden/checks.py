@@ -11,9 +11,9 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
 from garden.egress import METADATA_NETWORKS, Network, parse_allowlist
-from garden.metrics import usable_directory
+from garden.metrics_dir import usable_directory
 from garden.pricing import parse_overrides
-from garden.tools.mcp import parse_operator_servers
+from garden.tools.mcp_operator import parse_operator_servers
 
 
 @register(Tags.security, deploy=True)
@@ -194,7 +194,7 @@ def check_model_prices(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     return []
 
 
-# The longest pause between webhook tries (groups.services.webhooks.MAX_BACKOFF), and the
+# The longest pause between webhook tries (groups.services.webhook_sending.MAX_BACKOFF), and the
 # longest a try may hold a worker thread.
 _WEBHOOK_MAX_PAUSE = 86400.0
 _WEBHOOK_MAX_TIMEOUT = 120.0

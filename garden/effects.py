@@ -7,7 +7,7 @@ delivered then too, in order — once the step's lock is released, so the task a
 never finds the lock still held. Outside a block both happen at once, after commit, as
 before. Events rolled back never reach the collector (they are handed over on commit).
 
-``garden.events`` and ``groups.scheduling`` hand their after-commit work here; nothing else
+``garden.events`` and ``garden.scheduling`` hand their after-commit work here; nothing else
 needs to know whether it runs inside a step.
 """
 

@@ -40,6 +40,11 @@ class ServiceError(Exception):
         self.errors = tuple(errors) or (FieldError(field or "non_field_errors", code, message),)
 
 
+def not_found(what: str, *, field: str | None = None) -> ServiceError:
+    """The one 404: ``NOT_FOUND``, "No such <what>." — another owner's row reads the same."""
+    return ServiceError("NOT_FOUND", f"No such {what}.", field=field, status=404)
+
+
 class QuotaExceeded(ServiceError):
     """An owner is at one of the operator's limits; the message names the limit."""
 

@@ -18,9 +18,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 
 from garden import effects
+from garden.event_schema import check_event
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +41,30 @@ def send_event_on_commit(*, channel: str, event: dict[str, Any]) -> None:
     The payload is round-tripped through JSON here so a non-serialisable event fails at the
     call site, inside the transaction, rather than silently after commit.
     """
-    payload = json.loads(json.dumps(event))
+    payload = _checked(event)
     transaction.on_commit(lambda: _push_without_waiting_for_commit(channel, payload))
 
 
 def send_event_without_waiting_for_commit(*, channel: str, event: dict[str, Any]) -> None:
     """Push ``event`` to ``channel`` at once, waiting neither for a commit nor for the end of
     a ``deferred`` block: for what is committed already (a step's reservation) or is
-    never stored (the draft of a reply being generated). Best effort: a failure is logged,
-    never raised, so the step that sends it goes on."""
+    never stored (the draft of a reply being generated). Best effort: a failure to push is
+    logged, never raised, so the step that sends it goes on."""
+    payload = _checked(event)
     try:
-        _pusher.push(channel, json.loads(json.dumps(event)))
+        _pusher.push(channel, payload)
     except Exception:
         log.warning("event push to %s failed", channel, exc_info=True)
+
+
+def _checked(event: dict[str, Any]) -> dict[str, Any]:
+    """``event`` as JSON carries it; checked against its registered serializer when
+    GARDEN_CHECK_EVENTS (by default DEBUG) is on, so a field added to a payload without its
+    serializer fails where it is sent."""
+    payload = json.loads(json.dumps(event))
+    if getattr(settings, "GARDEN_CHECK_EVENTS", settings.DEBUG):
+        check_event(payload)
+    return payload
 
 
 class _Pusher:

@@ -1,92 +1,34 @@
 """Prometheus metrics of every garden process: what each records as it works (steps, model
-calls, tokens, slots, locks, fences, sweeps, approvals, beats, sockets) and how a scrape reads
-them, with the figures read from the database at scrape time. docs/operations.md, "Metrics".
+calls, tokens, slots, locks, fences, sweeps, approvals, beats, sockets), and the figures read
+from the database at scrape time. docs/operations.md, "Metrics".
 
 Off unless configured (GARDEN_METRICS_TOKEN, GARDEN_METRICS_DIR or GARDEN_METRICS_PORT): then
 every recording function returns at its first line. With GARDEN_METRICS_DIR the processes of one
-host write their samples to files there (prometheus_client's multiprocess mode) and whichever
-serves them (the web's /metrics, a worker's GARDEN_METRICS_PORT) adds them up.
+host write their samples to files there (garden/metrics_dir.py) and whichever serves them (the
+web's /metrics, a worker's GARDEN_METRICS_PORT: garden/metrics_exposition.py) adds them up.
 Labels are few-valued only: provider, model, purpose, outcome, state, kind; never an owner, a
 group, a request or free text.
 """
 
 from __future__ import annotations
 
-import atexit
-import glob
-import hmac
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from django.conf import settings
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-    multiprocess,
-    values,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from garden.processes import alive
+# Imported before any metric exists: it sets up the multiprocess directory.
+from garden.metrics_dir import ENABLED
 
 log = logging.getLogger(__name__)
-
-DIRECTORY: str = settings.GARDEN_METRICS_DIR
-ENABLED: bool = bool(settings.GARDEN_METRICS_TOKEN or DIRECTORY or settings.GARDEN_METRICS_PORT)
-
-
-def _forget_the_dead(directory: str) -> None:
-    """Drop the live gauges (slots held, sockets open) of processes that are gone, and of an
-    earlier process that had this one's pid; their counters stay, so totals never go down."""
-    for path in glob.glob(os.path.join(directory, "gauge_live*_*.db")):
-        pid = path.rsplit("_", 1)[1].removesuffix(".db")
-        if pid.isdigit() and (int(pid) == os.getpid() or not alive(int(pid))):
-            multiprocess.mark_process_dead(int(pid), directory)
-
-
-def process_stopped(*_: Any, **__: Any) -> None:
-    """This process stops: its live gauges leave the sum (atexit, and Celery's
-    worker_process_shutdown for a prefork child)."""
-    if DIRECTORY:
-        multiprocess.mark_process_dead(os.getpid(), DIRECTORY)
-
-
-def usable_directory(directory: str) -> str:
-    """Why the metrics' directory cannot be used ('' when it can): made if missing, written by
-    this process."""
-    try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError as exc:
-        return str(exc)
-    return "" if os.access(directory, os.W_OK | os.X_OK) else f"{directory} is not writable"
-
-
-if DIRECTORY and (_unusable := usable_directory(DIRECTORY)):
-    # A process must start whatever the directory is (the system check says what is wrong);
-    # this one keeps its samples to itself.
-    log.error("metrics: GARDEN_METRICS_DIR cannot be used: %s", _unusable)
-    DIRECTORY = ""
-if DIRECTORY:
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = DIRECTORY
-    # prometheus_client picks its value class when first imported; a process whose environment
-    # did not name the directory then gets the multiprocess one here, before any metric exists.
-    if values.ValueClass.__name__ != "MmapedValue":
-        values.ValueClass = values.MultiProcessValue()
-    _forget_the_dead(DIRECTORY)
-    atexit.register(process_stopped)
 
 # What this process records; a scrape in multiprocess mode reads the files instead.
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -98,7 +40,7 @@ _WAIT_SECONDS = (10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3
 
 STEPS = Histogram(
     "garden_step_seconds",
-    "Wall time of one step of a request (groups/step.py advance_request), by what it ended in.",
+    "Wall time of one step of a request (groups/loop/step.py advance_request), by what it ended in.",
     ["outcome"],
     buckets=_SECONDS,
     registry=REGISTRY,
@@ -221,7 +163,10 @@ def gauge(name: str, documentation: str, labels: Iterable[str] = ()) -> GaugeMet
     return GaugeMetricFamily(name, documentation, labels=list(labels))
 
 
-class _ScrapeGauges:
+class ScrapeGauges:
+    """The registered database-read gauges as one collector, for a scrape (and how many of
+    their groups failed)."""
+
     def collect(self) -> Iterator[Metric]:
         failed = 0
         for read in _scrape_gauges:
@@ -390,94 +335,3 @@ def step_timed() -> Iterator[Callable[[Any], Any]]:
         raise
     finally:
         STEPS.labels(_code(ended[0])).observe(time.monotonic() - start)
-
-
-# Reading: one scrape's text.
-
-
-def exposition(*, database: bool = True) -> bytes:
-    """This host's samples in Prometheus' text format: the multiprocess files added up (or
-    this process's own), with the database-read gauges when ``database``."""
-    if DIRECTORY:
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=DIRECTORY)
-    else:
-        registry = CollectorRegistry()
-        registry.register(_Registered())
-    if database:
-        registry.register(_ScrapeGauges())
-    return generate_latest(registry)
-
-
-class _Registered:
-    def collect(self) -> Iterator[Metric]:
-        yield from REGISTRY.collect()
-
-
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-
-
-def bearer_allowed(authorization: str | None) -> bool:
-    """Whether an Authorization header carries GARDEN_METRICS_TOKEN (constant-time)."""
-    token = settings.GARDEN_METRICS_TOKEN
-    scheme, _, given = (authorization or "").partition(" ")
-    return (
-        bool(token)
-        and scheme.lower() == "bearer"
-        and hmac.compare_digest(given.strip().encode(), token.encode())
-    )
-
-
-# A port of its own (a worker host with no web process): GARDEN_METRICS_PORT. With GARDEN_METRICS_TOKEN set it asks for the bearer too.
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def _app(*, database: bool) -> Callable:
-    def app(environ: dict, start_response: Callable) -> list[bytes]:
-        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found\n"]
-        if settings.GARDEN_METRICS_TOKEN and not bearer_allowed(environ.get("HTTP_AUTHORIZATION")):
-            start_response("401 Unauthorized", [("WWW-Authenticate", "Bearer")])
-            return [b""]
-        body = exposition(database=database)
-        start_response("200 OK", [("Content-Type", CONTENT_TYPE)])
-        return [body]
-
-    return app
-
-
-_serving: dict[int, WSGIServer] = {}
-
-
-def serve(*, port: int, addr: str = "", database: bool = False) -> WSGIServer:
-    """Serve this host's samples on ``addr:port`` from a daemon thread (once per port)."""
-    if port in _serving:
-        return _serving[port]
-    server = make_server(
-        addr or settings.GARDEN_METRICS_ADDR,
-        port,
-        _app(database=database),
-        server_class=_Server,
-        handler_class=_Quiet,
-    )
-    _serving[port] = server
-    threading.Thread(target=server.serve_forever, name="garden-metrics", daemon=True).start()
-    return server
-
-
-def on_worker_ready(sender: Any = None, **_: Any) -> None:
-    """celery's worker_ready: a worker with GARDEN_METRICS_PORT serves its samples there."""
-    if settings.GARDEN_METRICS_PORT:
-        try:
-            serve(port=settings.GARDEN_METRICS_PORT)
-        except OSError:
-            log.error("metrics: cannot listen on port %s", settings.GARDEN_METRICS_PORT)

@@ -1,4 +1,5 @@
-"""Run a service's transaction again when the database broke a lock cycle by aborting it.
+"""Retrying, declared once: a service's transaction run again when the database broke a lock
+cycle by aborting it, and the retry policy of a Celery task (RetryPolicy, RetryingTask).
 
 PostgreSQL ends one transaction of a deadlock (SQLSTATE 40P01) or of a serialisation conflict
 (40001) and rolls it back whole: nothing of it was written and its ``on_commit`` hooks never
@@ -13,8 +14,10 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
+from celery import Task
 from django.db import OperationalError, connection
 
 log = logging.getLogger(__name__)
@@ -57,3 +60,37 @@ def retry_on_lock_conflict(func: Callable[P, R]) -> Callable[P, R]:
         raise AssertionError("unreachable")
 
     return run
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Deliver a task again when it raises one of ``on``: after ``backoff * 2**retries``
+    seconds, never more than ``backoff_max``, at most ``times`` times (None: no limit)."""
+
+    on: tuple[type[BaseException], ...]
+    backoff: float
+    backoff_max: float
+    times: int | None = None
+
+    def delay(self, retries: int) -> float:
+        return min(self.backoff * 2 ** min(retries, 32), self.backoff_max)
+
+
+class RetryingTask(Task):
+    """A task base whose retries are declared on the task rather than written in its body:
+    ``@shared_task(base=RetryingTask, retry_policies=(RetryPolicy(...), ...))``. The first
+    policy whose errors match decides; an error none matches, or one past its policy's
+    ``times``, is raised as it is."""
+
+    retry_policies: tuple[RetryPolicy, ...] = ()
+    max_retries = None  # the policies count their own
+
+    def __call__(self, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:
+            retries = self.request.retries
+            policy = next((p for p in self.retry_policies if isinstance(exc, p.on)), None)
+            if policy is None or (policy.times is not None and retries >= policy.times):
+                raise
+            raise self.retry(countdown=policy.delay(retries), exc=exc) from exc

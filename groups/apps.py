@@ -7,11 +7,17 @@ class GroupsConfig(AppConfig):
 
     def ready(self) -> None:
         from garden.credentials import encrypted_field_register
+        from garden.event_schema import register_event_type
         from garden.metrics import register_scrape_gauges
 
-        from . import metrics, platform_tools, tools  # noqa: F401  (each registers its tools)
+        from . import group_tools, metrics, platform_tools  # noqa: F401  (each registers its tools)
         from .models import WebhookEndpoint
+        from .payloads import EVENT_TYPES
         from .signals import request_finished
+
+        # Every live event a group's channel carries, with the serializer of its payload.
+        for event_type, serializer in EVENT_TYPES.items():
+            register_event_type(event_type, serializer)
 
         # Webhook signing secrets are re-encrypted with owners' keys (rotate_api_keys).
         encrypted_field_register(model=WebhookEndpoint, field="secret_encrypted", label="webhook")

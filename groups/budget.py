@@ -8,34 +8,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from garden import telemetry
 from garden.pricing import PricedCall
 from garden.providers import ConfirmedRejection, ProviderConfigError, ProviderError
-from groups.models import (
-    MAINTENANCE_CALLS,
-    SYNTHESIS_CALLS,
-    WORKING_CALLS,
-    CallReservation,
-    GroupRequest,
-)
+from groups import statements
+from groups.models import CallReservation, GroupRequest
 
-_COUNTERS = {
-    CallReservation.Purpose.WORKING: (
-        "working_reserved",
-        WORKING_CALLS,
-        GroupRequest.State.RUNNING,
-    ),
-    CallReservation.Purpose.SYNTHESIS: (
-        "synthesis_reserved",
-        SYNTHESIS_CALLS,
-        GroupRequest.State.SYNTHESIZING,
-    ),
-    CallReservation.Purpose.MAINTENANCE: ("maintenance_reserved", MAINTENANCE_CALLS, None),
-}
+_COUNTERS = statements.BUDGET_COUNTERS
 
 
 @telemetry.traced("garden.reservation")
@@ -56,104 +39,14 @@ def reserve_call(
     (one with a ``fence``) also names ``agent_id`` as the request's working agent since ``at``
     (now unless given), in the same UPDATE.
     """
-    counter, limit, state = _COUNTERS[purpose]
-    at = at or timezone.now()
-    if connection.vendor == "postgresql":
-        return _reserve_in_one_statement(
-            request_id=request_id,
-            purpose=purpose,
-            agent_id=agent_id,
-            fence=fence,
-            attempt=attempt,
-            at=at,
-        )
-    filters = {"pk": request_id, f"{counter}__lt": limit}
-    if state is not None:
-        filters["state"] = state
-    changes = {counter: F(counter) + 1}
-    if fence is not None:
-        filters["fence"] = fence
-        changes.update(working_agent_id=agent_id, working_since=at, working_fence=fence)
-    with transaction.atomic():
-        if not GroupRequest.objects.filter(**filters).update(**changes):
-            return None
-        return CallReservation.objects.create(
-            request_id=request_id,
-            owner_id=GroupRequest.objects.filter(pk=request_id)
-            .values_list("group__owner_id", flat=True)
-            .first(),
-            purpose=purpose,
-            agent_id=agent_id,
-            fence=fence or 0,
-            attempt=attempt,
-        )
-
-
-def _reserve_in_one_statement(
-    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
-) -> CallReservation | None:
-    """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement
-    (a data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
-    The INSERT sees one row from the UPDATE or none, so no row is written when it matched none.
-    """
-    counter, limit, state = _COUNTERS[purpose]
-    where, params = [f'"{counter}" < %s', '"id" = %s'], [limit, request_id]
-    sets, set_params = [f'"{counter}" = "{counter}" + 1'], []
-    if state is not None:
-        where.append('"state" = %s')
-        params.append(state)
-    if fence is not None:
-        where.append('"fence" = %s')
-        params.append(fence)
-        sets.append('"working_agent_id" = %s, "working_since" = %s, "working_fence" = %s')
-        set_params += [agent_id, at, fence]
-    row = CallReservation(
+    return statements.reserve(
         request_id=request_id,
         purpose=purpose,
         agent_id=agent_id,
-        fence=fence or 0,
+        fence=fence,
         attempt=attempt,
-        status=CallReservation.Status.RESERVED,
-        created_at=at,
+        at=at or timezone.now(),
     )
-    requests, reservations = GroupRequest._meta.db_table, CallReservation._meta.db_table
-    groups = GroupRequest._meta.get_field("group").related_model._meta.db_table
-    # The owner is read from the request's group in the same statement (the audit row keeps it
-    # when the request is cleared away).
-    sql = (
-        f'WITH counted AS (UPDATE "{requests}" SET {", ".join(sets)} '
-        f'WHERE {" AND ".join(where)} RETURNING "id", "group_id") '
-        f'INSERT INTO "{reservations}" ("request_id", "owner_id", "purpose", "agent_id", "fence", '
-        f'"attempt", "status", "reason", "created_at", "provider", "model", "input_tokens", '
-        f'"output_tokens") SELECT counted."id", g."owner_id", %s, %s, %s, %s, %s, %s, %s, %s, '
-        f'%s, %s, %s FROM counted JOIN "{groups}" g ON g."id" = counted."group_id" '
-        f'RETURNING "id"'
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            sql,
-            [
-                *set_params,
-                *params,
-                row.purpose,
-                row.agent_id,
-                row.fence,
-                row.attempt,
-                row.status,
-                row.reason,
-                row.created_at,
-                # What the call was and took is recorded when its reply is.
-                row.provider,
-                row.model,
-                row.input_tokens,
-                row.output_tokens,
-            ],
-        )
-        found = cursor.fetchone()
-    if found is None:
-        return None
-    row.pk = found[0]
-    return row
 
 
 def release_call(*, reservation: CallReservation, reason: str) -> None:

@@ -15,9 +15,9 @@ from django.utils import timezone
 from prometheus_client.core import Metric
 
 from garden import metrics
-from garden.models import Approval, WorkerBeat
+from garden.models import WorkerBeat
 from garden.redis_conn import redis_client
-from groups.models import GroupRequest
+from groups.models import Approval, GroupRequest
 
 # The states a request is counted in now; an ended one is counted once, as it ends
 # (garden_requests_finished_total), not read from an ever-growing table at every scrape.

@@ -1,20 +1,30 @@
-"""The one payload of a group request and of an approval: what the API returns and what the
-events carry, so the browser never reconciles two shapes; and the draft of a reply being
+"""The one payload of a group, a group request and an approval: what the API returns and what
+the events carry, so the browser never reconciles two shapes; and the draft of a reply being
 generated, which only an event carries. The serializers are the schema the OpenAPI document
-shows."""
+shows; the ``*Event`` serializers describe each live event (``garden.event_schema``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from garden.heartbeat import workers_alive
-from garden.models import Agent, Approval
+from garden.models import Agent
+from garden.payloads import AgentFaceOutput, agent_face_payload
 from garden.tools import describe_action
-from groups.models import MAINTENANCE_CALLS, SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
+from groups.models import (
+    MAINTENANCE_CALLS,
+    MEMORY_SENTENCE,
+    SYNTHESIS_CALLS,
+    WORKING_CALLS,
+    Approval,
+    Group,
+    GroupRequest,
+)
 
 
 class BudgetOutput(serializers.Serializer):
@@ -36,13 +46,6 @@ class BudgetOutput(serializers.Serializer):
 
     def get_maintenance_limit(self, _request: GroupRequest) -> int:
         return MAINTENANCE_CALLS
-
-
-class AgentFaceOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="pk")
-    handle = serializers.CharField()
-    name = serializers.CharField()
-    colour = serializers.CharField()
 
 
 class WorkingOutput(serializers.Serializer):
@@ -146,7 +149,6 @@ def approval_label(approval: Approval) -> str:
 _REQUEST_OUTPUT = RequestOutput()
 _WORKING_OUTPUT = WorkingOutput()
 _APPROVAL_OUTPUT = ApprovalOutput()
-_AGENT_FACE_OUTPUT = AgentFaceOutput()
 
 
 # A request in these states waits for a worker to take it further.
@@ -193,7 +195,7 @@ def draft_event(
         "type": "request.draft",
         "request": request_id,
         "step": step,
-        "agent": _AGENT_FACE_OUTPUT.to_representation(agent),
+        "agent": agent_face_payload(agent),
         "offset": offset,
         "text": text,
     }
@@ -203,6 +205,125 @@ def approval_event(approval: Approval) -> dict[str, Any]:
     """An approval was created or decided: its whole payload, as the API returns it."""
     kind = "approval.created" if approval.status == Approval.Status.PENDING else "approval.decided"
     return {"type": kind, "approval": approval_payload(approval)}
+
+
+class AgentRefOutput(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    handle = serializers.CharField()
+
+
+class GroupMemberOutput(AgentFaceOutput):
+    """A member's face, whether it can run now, and whether it was removed."""
+
+    can_run = serializers.BooleanField()
+    removed = serializers.SerializerMethodField()
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_removed(self, agent: Agent) -> bool:
+        return agent.removed_at is not None
+
+
+class GroupOutput(serializers.Serializer):
+    """A group as the API, its events and its room page show it; members in their order."""
+
+    id = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+    coordinator = AgentRefOutput()
+    members = serializers.SerializerMethodField()
+    room_cap_chars = serializers.IntegerField()
+    memory_sentence = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+    archived_at = serializers.DateTimeField(allow_null=True)
+
+    @extend_schema_field(GroupMemberOutput(many=True))
+    def get_members(self, group: Group) -> list[dict[str, Any]]:
+        return [_GROUP_MEMBER_OUTPUT.to_representation(m.agent) for m in _memberships(group)]
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_memory_sentence(self, _group: Group) -> str:
+        return MEMORY_SENTENCE
+
+
+def _memberships(group: Group) -> list[Any]:
+    """The group's memberships in order: prefetched by the selectors (``ordered_memberships``),
+    else read here."""
+    found = getattr(group, "ordered_memberships", None)
+    if found is None:
+        found = list(group.memberships.select_related("agent").order_by("position", "id"))
+    return found
+
+
+_GROUP_MEMBER_OUTPUT = GroupMemberOutput()
+_GROUP_OUTPUT = GroupOutput()
+
+
+def group_payload(group: Group) -> dict[str, Any]:
+    """The one JSON shape of a group."""
+    return _GROUP_OUTPUT.to_representation(group)
+
+
+def group_event(group: Group, *, change: str) -> dict[str, Any]:
+    """The group was created, changed, cleared, archived, restored (``group.updated``) or
+    deleted (``group.deleted``); ``change`` says which. The group row is the one the service
+    changed, its members read afresh."""
+    group.ordered_memberships = list(
+        group.memberships.select_related("agent").order_by("position", "id")
+    )
+    event_type = "group.deleted" if change == "deleted" else "group.updated"
+    return {"type": event_type, "change": change, "group": group_payload(group)}
+
+
+# --- the live events' payloads (registered from GroupsConfig.ready) ------------------------
+
+
+class RequestStateEvent(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["request.state"])
+    request = RequestOutput()
+
+
+class RequestDraftEvent(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["request.draft"])
+    request = serializers.IntegerField()
+    step = serializers.IntegerField()
+    agent = AgentFaceOutput()
+    offset = serializers.IntegerField()
+    text = serializers.CharField(allow_blank=True)
+
+
+class ApprovalEvent(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["approval.created", "approval.decided"])
+    approval = ApprovalOutput()
+
+
+class GroupChangedEvent(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["group.updated", "group.deleted"])
+    change = serializers.ChoiceField(
+        choices=["created", "changed", "cleared", "archived", "restored", "deleted"]
+    )
+    group = GroupOutput()
+
+
+class ConversationRolledEvent(serializers.Serializer):
+    """The group's thread rolled over: ``old`` closed, ``conversation`` opened from a summary."""
+
+    type = serializers.ChoiceField(choices=["conversation.rolled"])
+    old = serializers.IntegerField()
+    conversation = serializers.IntegerField()
+
+
+def conversation_rolled_event(*, old: int, new: int) -> dict[str, Any]:
+    return {"type": "conversation.rolled", "old": old, "conversation": new}
+
+
+EVENT_TYPES = {
+    "request.state": RequestStateEvent,
+    "request.draft": RequestDraftEvent,
+    "approval.created": ApprovalEvent,
+    "approval.decided": ApprovalEvent,
+    "group.updated": GroupChangedEvent,
+    "group.deleted": GroupChangedEvent,
+    "conversation.rolled": ConversationRolledEvent,
+}
 
 
 # The webhook event a request's ending announces (docs/webhooks.md), by its final state.

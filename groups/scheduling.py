@@ -1,16 +1,13 @@
-"""Sending the group loop's tasks: by name, after commit, and — inside a step — only once the
-group's lock is released (the step's ``garden.effects`` collector delivers them then). Services and the step enqueue through here; ``groups.tasks``
-defines the tasks under the same names, so nothing below the tasks imports them."""
+"""The group loop's task names and its sends of them, through ``garden.scheduling``: by name,
+after commit, and — inside a step — only once the group's lock is released. Services and the
+step enqueue through here; ``groups.tasks`` defines the tasks under the same names, so nothing
+below the tasks imports them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from celery import signature
-from django.db import transaction
-
-from garden import effects, telemetry
+from garden.scheduling import send, send_after_commit, send_on_commit
 
 ADVANCE_REQUEST = "groups.advance_request"
 START_NEXT_REQUEST = "groups.start_next_request"
@@ -24,30 +21,6 @@ PURGE_WEBHOOKS = "groups.purge_webhooks"
 # The name 1:1 replies were sent under before they ran on the group loop: a message still on
 # the broker from then is answered as a request (groups.tasks.legacy_chat_reply).
 LEGACY_CHAT_REPLY = "garden.chat_reply"
-
-
-def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
-    """Send task ``name`` now. A registered task sends through its own ``apply_async`` (its
-    routing and options); the name alone is enough for a process that only enqueues."""
-    options: dict[str, Any] = {"countdown": countdown} if countdown else {}
-    headers = telemetry.task_headers()
-    if headers:
-        options["headers"] = headers
-    signature(name, kwargs=kwargs).apply_async(**options)
-
-
-def send_after_commit(deliver: Callable[[], None]) -> None:
-    """Call ``deliver`` (an enqueue) after commit — and, inside a step, only once the group
-    lock is released, so the task it sends never finds the lock still held."""
-
-    def on_commit() -> None:
-        collecting = effects.current()
-        if collecting is None:
-            deliver()
-        else:
-            collecting.sends.append(deliver)
-
-    transaction.on_commit(on_commit)
 
 
 def enqueue_step(
@@ -87,17 +60,17 @@ def enqueue_step_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
 
 def start_next_on_commit(group_id: int) -> None:
     """Start the group's next queued request once this transaction commits."""
-    send_after_commit(lambda: send(START_NEXT_REQUEST, group_id=group_id))
+    send_on_commit(START_NEXT_REQUEST, group_id=group_id)
 
 
 def after_request_on_commit(request_id: int) -> None:
     """After a completed request commits: roll the thread over if full, then start the next."""
-    send_after_commit(lambda: send(AFTER_REQUEST, request_id=request_id))
+    send_on_commit(AFTER_REQUEST, request_id=request_id)
 
 
 def execute_approval_on_commit(approval_id: int) -> None:
     """Run an approved action once the decision commits."""
-    send_after_commit(lambda: send(EXECUTE_APPROVAL, approval_id=approval_id))
+    send_on_commit(EXECUTE_APPROVAL, approval_id=approval_id)
 
 
 def purge_deleted_groups_soon(owner_id: int) -> None:
@@ -120,4 +93,4 @@ def deliver_webhooks_on_commit(delivery_ids: list[int]) -> None:
 def deliver_webhook_later_on_commit(delivery_id: int, *, countdown: float) -> None:
     """Send a webhook delivery's next try ``countdown`` seconds after the transaction that
     recorded its last one commits."""
-    send_after_commit(lambda: send(DELIVER_WEBHOOK, countdown=countdown, delivery_id=delivery_id))
+    send_on_commit(DELIVER_WEBHOOK, countdown=countdown, delivery_id=delivery_id)

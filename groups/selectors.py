@@ -25,9 +25,10 @@ from django.db.models import (
 from django.db.models.functions import Cast, Coalesce, Length, TruncDate
 
 from garden.errors import is_row_id
-from garden.models import Agent, Approval, AttachmentData, Conversation, MemoryNote, Message
+from garden.models import Agent, AttachmentData, Conversation, MemoryNote, Message
 from garden.pricing import PLACES
 from groups.models import (
+    Approval,
     CallReservation,
     Group,
     GroupRequest,

@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from django.db import transaction
 from django.dispatch import Signal
 
-from garden.models import Approval
+from groups.models import Approval
 
 # Sent after commit when a request reaches completed, stopped or failed.
 # kwargs: request_id (int), state (str), outcome_code (str)

@@ -7,32 +7,39 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from garden import metrics, telemetry
+from garden.retry import RetryingTask, RetryPolicy
 from groups import scheduling
-from groups.locks import LockContended
-from groups.rollover import request_after_finish
+from groups.group_lock import LockContended
+from groups.loop.rollover import request_after_finish
+from groups.loop.step import advance_request as step
 from groups.selectors import approval_trace_context
 from groups.services.approvals import approval_execute, sweep_stranded
 from groups.services.groups import group_purge_expired
-from groups.services.requests import request_for_unanswered_turn, request_start_next
-from groups.services.webhooks import (
+from groups.services.request_sweep import request_for_unanswered_turn
+from groups.services.requests import request_start_next
+from groups.services.webhook_sending import (
     webhook_delivery_attempt,
     webhook_delivery_purge,
     webhook_delivery_sweep,
 )
-from groups.step import advance_request as step
 
-
-def _soon(retries: int) -> float:
-    """Back-off for a contended lock: the step holding it finishes in about a model call."""
-    return min(0.1 * 2 ** min(retries, 6), 5.0)
+# Another step of this group holds the lock; ours comes after it, by fence, and the step
+# holding it finishes in about a model call.
+WHEN_CONTENDED = RetryPolicy(on=(LockContended,), backoff=0.1, backoff_max=5.0)
+# A dropped database or Redis connection: deliver again shortly. The redelivery re-claims by
+# fence, so whatever this attempt wrote or lost stays consistent.
+WHEN_DISCONNECTED = RetryPolicy(
+    on=(DatabaseError, RedisError), backoff=0.5, backoff_max=15.0, times=20
+)
 
 
 @shared_task(
     name=scheduling.ADVANCE_REQUEST,
+    base=RetryingTask,
+    retry_policies=(WHEN_CONTENDED, WHEN_DISCONNECTED),
     bind=True,
     acks_late=True,
     ignore_result=True,
-    max_retries=None,
 )
 def advance_request(
     self,
@@ -45,33 +52,21 @@ def advance_request(
     tools: bool = False,
 ) -> str:
     """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
-    try:
-        with (
-            telemetry.sent_from(self.request.get(telemetry.TASK_HEADER)),
-            metrics.step_timed() as ended,
-        ):
-            return ended(
-                step(
-                    request_id=request_id,
-                    fence=fence,
-                    attempt=attempt,
-                    first_at=first_at,
-                    group_id=group_id,
-                    waits=waits,
-                    tools=tools,
-                )
+    with (
+        telemetry.sent_from(self.request.get(telemetry.TASK_HEADER)),
+        metrics.step_timed() as ended,
+    ):
+        return ended(
+            step(
+                request_id=request_id,
+                fence=fence,
+                attempt=attempt,
+                first_at=first_at,
+                group_id=group_id,
+                waits=waits,
+                tools=tools,
             )
-    except LockContended as exc:
-        # Another step of this group is running; ours comes after it, by fence.
-        raise self.retry(countdown=_soon(self.request.retries), exc=exc) from exc
-    except (DatabaseError, RedisError) as exc:
-        # A dropped database or Redis connection: deliver again shortly. The redelivery
-        # re-claims by fence, so whatever this attempt wrote or lost stays consistent.
-        if self.request.retries >= 20:
-            raise
-        raise self.retry(
-            countdown=min(0.5 * 2 ** min(self.request.retries, 5), 15.0), exc=exc
-        ) from exc
+        )
 
 
 @shared_task(name=scheduling.START_NEXT_REQUEST, acks_late=True, ignore_result=True)
@@ -110,14 +105,15 @@ def execute_approval(approval_id: int) -> str:
 
 
 @shared_task(
-    name=scheduling.AFTER_REQUEST, bind=True, acks_late=True, ignore_result=True, max_retries=None
+    name=scheduling.AFTER_REQUEST,
+    base=RetryingTask,
+    retry_policies=(WHEN_CONTENDED,),
+    acks_late=True,
+    ignore_result=True,
 )
-def after_request(self, request_id: int) -> str:
+def after_request(request_id: int) -> str:
     """After a completed request: roll the thread over if it is full, then start the next."""
-    try:
-        return request_after_finish(request_id=request_id)
-    except LockContended as exc:
-        raise self.retry(countdown=_soon(self.request.retries), exc=exc) from exc
+    return request_after_finish(request_id=request_id)
 
 
 @shared_task(name=scheduling.PURGE_DELETED_GROUPS, acks_late=True, ignore_result=True)

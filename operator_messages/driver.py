@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from rest_framework import serializers
+
 from garden import events
 from garden.models import Goal, Run
 from garden.runtime import RunContext, context_to_env, run_context, runtime_root
@@ -23,6 +25,18 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 OPERATOR_CHANNEL = "garden-operator"
+
+
+class TendFinishedEvent(serializers.Serializer):
+    """A tend run ended; its note fields come from the run's valid tend_survey records."""
+
+    type = serializers.ChoiceField(choices=["tend.finished"])
+    goal_id = serializers.IntegerField()
+    run_id = serializers.CharField()
+    status = serializers.CharField()
+    operator_note_written = serializers.BooleanField()
+    operator_note_path = serializers.CharField(allow_null=True)
+    invalid_record_lines = serializers.IntegerField()
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from groups.selectors import solo_room_of
 from .models import PendingRecord
 from .paths import inbox_relative, records_path
 from .pending import flush_pending
-from .records import append_record
+from .record_file import append_record
 from .storage import check_appendable, remove_quietly, write_file_atomically
 from .validate import (
     CANONICAL,

@@ -14,7 +14,7 @@ import logging
 from django.db import DatabaseError, transaction
 
 from .models import PendingRecord
-from .records import append_record, read_file_records
+from .record_file import append_record, read_file_records
 
 log = logging.getLogger(__name__)
 

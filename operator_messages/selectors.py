@@ -6,8 +6,8 @@ from datetime import datetime
 
 from django.db.models import Q
 
-from garden.models import Approval, Conversation, Goal, Message, Run
-from groups.models import Group, GroupRequest
+from garden.models import Conversation, Goal, Message, Run
+from groups.models import Approval, Group, GroupRequest
 
 from .survey import (
     FailedRequest,

@@ -48,7 +48,7 @@ class TelegramApprovalMessage(models.Model):
     """
 
     approval = models.OneToOneField(
-        "garden.Approval", on_delete=models.CASCADE, related_name="telegram_message"
+        "groups.Approval", on_delete=models.CASCADE, related_name="telegram_message"
     )
     chat_id = models.BigIntegerField()
     message_id = models.BigIntegerField(null=True, blank=True)

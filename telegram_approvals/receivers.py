@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Q
 from django.dispatch import receiver
 
-from garden.models import Approval
+from groups.models import Approval
 from groups.signals import approvals_changed
 from telegram_approvals import scheduling
 from telegram_approvals.bot import configured

@@ -25,7 +25,7 @@ from telegram import CallbackQuery, Message, Update
 from telegram.error import BadRequest, Forbidden
 
 from garden.errors import ServiceError
-from garden.models import Approval
+from groups.models import Approval
 from groups.payloads import approval_label
 from groups.services.approvals import approval_decide
 from telegram_approvals import scheduling

@@ -7,11 +7,18 @@ unless GARDEN_REQUIRE_SERVICES=1 (CI), which turns the skip into a failure.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
 import pytest
 from django.conf import settings
 from django.db import connection
+
+# The worker helpers live in the kit; tests import them from here too.
+from tests.support.workers import threads_worker, wait_for  # noqa: F401
+from tests.support.workers import wait_until_worker_idle as _wait_until_worker_idle  # noqa: F401
+
+# The test kit's fixtures (tests/support/fixtures.py): drive, captured_events, clock, runtime,
+# signed_in, and the run context no test inherits.
+pytest_plugins = ["tests.support.fixtures", "tests.support.rows"]
 
 REQUIRE = os.environ.get("GARDEN_REQUIRE_SERVICES") == "1"
 
@@ -39,6 +46,9 @@ def pytest_configure(config) -> None:
     # make two users: the suite hashes with a fast hasher (Django's own advice for tests).
     # Nothing under test depends on the hasher.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Every event any test makes the code send is checked against its registered serializer
+    # (garden/event_schema.py): a payload field added without its serializer fails there.
+    settings.GARDEN_CHECK_EVENTS = True
     _loopback_only()
 
 
@@ -120,15 +130,30 @@ def pytest_report_header(config) -> list[str]:
 def _fresh_transcripts():
     """Each test's database starts afresh (and may hand out the same ids again): so do the
     per-process transcripts and rosters the step reads from."""
-    from groups import room, step, transcripts
+    from groups import thread_cache
+    from groups.loop import room, step
 
-    transcripts.forget()
+    thread_cache.forget()
     room.forget_rosters()
     step.forget_owners()
     yield
-    transcripts.forget()
+    thread_cache.forget()
     room.forget_rosters()
     step.forget_owners()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    """Each test starts with an empty cache: rate windows, call slots, listings. On SQLite a
+    rolled-back test hands out the same user ids again, so the next test's owner would inherit
+    the last one's request rates (429 where 202 was due); on PostgreSQL the ids differ but the
+    state is still not the test's own. With Redis, only this site's keys (its prefix) go: the
+    broker's queues in the same database are left alone."""
+    from tests.support.state import clear_cache
+
+    clear_cache()
+    yield
+    clear_cache()
 
 
 @pytest.fixture
@@ -151,11 +176,9 @@ def stranger(django_user_model):
 @pytest.fixture
 def api(owner):
     """An API client signed in as ``owner`` that enforces CSRF like a browser session."""
-    from rest_framework.test import APIClient
+    from tests.support.api import sign_in
 
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(owner)
-    return CsrfClient(client)
+    return sign_in(owner)
 
 
 class CsrfClient:
@@ -189,86 +212,5 @@ class CsrfClient:
 def celery_worker_thread(transactional_db):
     """A real Celery worker (consumer, pool, acks) running in this process on the configured
     broker: Redis when REDIS_URL is set, else the filesystem transport."""
-    from celery.contrib.testing.worker import start_worker
-
-    from config.celery import app
-    from garden import heartbeat
-
-    app.control.purge()
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=2,
-        perform_ping_check=False,
-        loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
-        shutdown_timeout=15,
-    ) as worker:
-        # celery's test worker sends no worker_ready: it beats as every other worker does.
-        heartbeat.start(hostname=worker.hostname, concurrency=2)
-        try:
-            yield app
-            _wait_until_worker_idle()
-        finally:
-            heartbeat.stop(hostname=worker.hostname)
-
-
-@contextmanager
-def threads_worker(concurrency: int):
-    """A real Celery worker in this process with ``concurrency`` threads (a test's tool or
-    counter living in this process is the one the worker runs). Needs ``transactional_db``."""
-    from celery.contrib.testing.worker import start_worker
-
-    from config.celery import app
-    from garden import heartbeat
-
-    app.control.purge()
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=concurrency,
-        perform_ping_check=False,
-        loglevel=os.environ.get("GARDEN_TEST_WORKER_LOGLEVEL", "WARNING"),
-        shutdown_timeout=15,
-    ) as worker:
-        heartbeat.start(hostname=worker.hostname, concurrency=concurrency)
-        try:
-            yield app
-            _wait_until_worker_idle()
-        finally:
-            heartbeat.stop(hostname=worker.hostname)
-
-
-def _wait_until_worker_idle(timeout: float = 30.0, settle: float = 0.5) -> None:
-    """Let the work a test set going finish before the worker stops and the test database is
-    flushed under it: no task running, reserved or scheduled (a retry's countdown) for
-    ``settle`` seconds in a row, so a task that the last one enqueued (a request's
-    after_request, the next step) is fetched and run too."""
-    import time
-
-    from celery.worker import state
-
-    deadline = time.monotonic() + timeout
-    quiet_since = None
-    while time.monotonic() < deadline:
-        busy = state.active_requests or state.reserved_requests or state.scheduled_requests
-        now = time.monotonic()
-        if busy:
-            quiet_since = None
-        elif quiet_since is None:
-            quiet_since = now
-        elif now - quiet_since >= settle:
-            return
-        time.sleep(0.05)
-
-
-def wait_for(predicate, *, timeout: float = 20.0, interval: float = 0.05):
-    """Poll ``predicate`` until it returns a truthy value; fail the test with a clear message."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    pytest.fail(f"condition not met within {timeout}s: {getattr(predicate, '__name__', predicate)}")
+    with threads_worker(2) as app:
+        yield app

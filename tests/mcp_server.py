@@ -52,13 +52,13 @@ class McpTestServer:
         @app.tool(name="slow", description="Never answers in time.")
         async def slow() -> str:
             self.calls.append(("slow", {}))
-            await anyio.sleep(30)
+            await anyio.sleep(30)  # timing is the behaviour: a tool slower than any deadline
             return "late"
 
         @app.tool(name="wait", description="Answers after some seconds.")
         async def wait(seconds: float) -> str:
             self.calls.append(("wait", {"seconds": seconds}))
-            await anyio.sleep(seconds)
+            await anyio.sleep(seconds)  # timing is the behaviour: a tool that takes this long
             return f"waited {seconds:g} s"
 
         @app.tool(name="strict", description="Takes a code of a's.")
@@ -98,7 +98,7 @@ class McpTestServer:
 
         async def app(scope, receive, send):
             if scope["type"] == "http" and scope["method"] == "DELETE" and server.stall_delete:
-                await anyio.sleep(60)
+                await anyio.sleep(60)  # timing is the behaviour: a server that stalls
                 return
             if scope["type"] == "http":
                 headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
@@ -137,7 +137,7 @@ def serving(app, *, path: str = "/mcp"):
     while not server.started:
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test MCP server did not start")
-        time.sleep(0.02)
+        time.sleep(0.02)  # waits FOR the server to start, with a deadline
     try:
         yield f"http://127.0.0.1:{port}{path}"
     finally:

@@ -49,7 +49,7 @@ def row_counts() -> dict[str, int]:
 
 
 @pytest.fixture
-def signed_in(django_user_model, settings):
+def poisoner(django_user_model, settings):
     # Every body operation, eleven poisons over: far past the write rate, which this is not about.
     settings.GARDEN_THROTTLE_RATES = {}
     user = django_user_model.objects.create_user(username="poisoner", password="pw-poison-123")
@@ -75,8 +75,8 @@ def test_the_schema_lists_the_body_operations_checked_here():
 
 
 @pytest.mark.parametrize("poison", sorted(POISON))
-def test_every_body_operation_refuses_poison_with_a_named_400(signed_in, poison):
-    client, ids = signed_in
+def test_every_body_operation_refuses_poison_with_a_named_400(poisoner, poison):
+    client, ids = poisoner
     before = row_counts()
     raw = POISON[poison]
     for method, path in body_operations():
@@ -94,8 +94,8 @@ def test_every_body_operation_refuses_poison_with_a_named_400(signed_in, poison)
     assert row_counts() == before
 
 
-def test_the_named_codes(signed_in):
-    client, _ = signed_in
+def test_the_named_codes(poisoner):
+    client, _ = poisoner
     expected = {
         "nul in a value": "INVALID_CHARACTER",
         "nul in a key": "INVALID_CHARACTER",
@@ -113,8 +113,8 @@ def test_the_named_codes(signed_in):
         assert (response.status_code, response.json()["code"]) == (400, code), poison
 
 
-def test_an_oversized_body_is_a_413_and_writes_nothing(signed_in, settings):
-    client, _ = signed_in
+def test_an_oversized_body_is_a_413_and_writes_nothing(poisoner, settings):
+    client, _ = poisoner
     before = row_counts()
     big = json.dumps({"name": "x", "text": "y" * (settings.GARDEN_API_MAX_BODY_BYTES + 10)})
     response = client.post("/api/groups", data=big, content_type="application/json")
@@ -122,7 +122,7 @@ def test_an_oversized_body_is_a_413_and_writes_nothing(signed_in, settings):
     assert row_counts() == before
 
 
-def test_form_bodies_are_not_parsed(signed_in):
-    client, _ = signed_in
+def test_form_bodies_are_not_parsed(poisoner):
+    client, _ = poisoner
     response = client.post("/api/groups", data={"name": "x\x00"})
     assert response.status_code == 415

@@ -1,18 +1,52 @@
-"""One error shape for every API failure: ``{"code", "message", "errors": [{field, code, message}]}``."""
+"""One error shape for every API failure: ``{"code", "message", "errors": [{field, code, message}]}``,
+mapped here from the one error type views and services raise (``garden.errors.ServiceError``),
+and the OpenAPI responses that document it, shared by every app's views."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rest_framework import exceptions, status
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from garden.errors import ServiceError
 
 
+class ErrorItemOutput(serializers.Serializer):
+    field = serializers.CharField()
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ErrorOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    errors = ErrorItemOutput(many=True)
+
+
+# The refusals every owner-scoped route documents, described once.
+INVALID = OpenApiResponse(
+    ErrorOutput, description="Invalid: every broken rule, with field and code."
+)
+FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
+
+
+def not_found_response(what: str) -> OpenApiResponse:
+    """The documented 404 of a route whose ``what`` belongs to its owner alone."""
+    return OpenApiResponse(ErrorOutput, description=f"NOT_FOUND: no such {what} for this owner.")
+
+
+# A route's 400, 403 and 404 in one: ``responses={200: Output, **REFUSED}``.
+REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
+
+
 class ApiError(exceptions.APIException):
-    """A named refusal raised by a view: HTTP status, a code, and the field it concerns."""
+    """A named refusal raised where only DRF's own exception type may be: a body parser, which
+    runs inside DRF's authentication (the session's CSRF check). Everywhere else, views and
+    services alike raise ``ServiceError``."""
 
     def __init__(
         self,
@@ -50,6 +84,7 @@ def _flatten(details: Any, prefix: str = "") -> list[dict[str, str]]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ServiceError):
+        set_rollback()
         return Response(
             {
                 "code": exc.code,

@@ -10,8 +10,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden import selectors
-from garden.api.errors import ApiError
 from garden.api.serializers import McpServerChangeInput, McpServerInput, McpServerOutput
+from garden.errors import not_found
 from garden.models import McpServer
 from garden.services.mcp import (
     mcp_server_create,
@@ -25,7 +25,7 @@ from garden.tools.mcp import servers_offered
 def _owned(request: Request, server_id: int) -> McpServer:
     server = selectors.mcp_server_list(owner=request.user).filter(pk=server_id).first()
     if server is None:
-        raise ApiError("NOT_FOUND", "No such MCP server.", status_code=status.HTTP_404_NOT_FOUND)
+        raise not_found("MCP server")
     return server
 
 

@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from garden import metrics
+from garden import metrics_exposition
 
 
 @never_cache
@@ -22,6 +22,8 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = HttpResponse(status=401)
         response["WWW-Authenticate"] = "Bearer"
         return response
-    if not metrics.bearer_allowed(authorization):
+    if not metrics_exposition.bearer_allowed(authorization):
         return HttpResponse(status=403)
-    return HttpResponse(metrics.exposition(), content_type=metrics.CONTENT_TYPE)
+    return HttpResponse(
+        metrics_exposition.exposition(), content_type=metrics_exposition.CONTENT_TYPE
+    )

@@ -260,28 +260,6 @@ class AccountTestOutput(serializers.Serializer):
     message = serializers.CharField()
 
 
-class SpeakerOutput(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["owner", "agent", "garden"])
-    agent = serializers.IntegerField(allow_null=True)
-    handle = serializers.CharField(allow_null=True)
-    name = serializers.CharField()
-    colour = serializers.CharField(allow_null=True)
-
-
-class MessageOutput(serializers.Serializer):
-    """A turn as ``message_payload`` writes it for the API and the live events alike."""
-
-    id = serializers.IntegerField()
-    conversation = serializers.IntegerField()
-    seq = serializers.IntegerField()
-    speaker = SpeakerOutput()
-    kind = serializers.CharField()
-    content = serializers.JSONField(help_text="The turn's blocks: text, tool_call, tool_result…")
-    request = serializers.IntegerField(allow_null=True)
-    addressed_agent = serializers.IntegerField(allow_null=True)
-    created_at = serializers.DateTimeField(allow_null=True)
-
-
 class AccessTokenOutput(serializers.ModelSerializer):
     class Meta:
         model = AccessToken

@@ -10,7 +10,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden import selectors
-from garden.api.errors import ApiError
 from garden.api.serializers import (
     AccessTokenCreatedOutput,
     AccessTokenInput,
@@ -28,6 +27,7 @@ from garden.api.serializers import (
     ModelAccountOutput,
 )
 from garden.credentials import credentials_for
+from garden.errors import ServiceError, not_found
 from garden.models import AccessToken, Agent
 from garden.services.accounts import (
     model_account_create,
@@ -39,10 +39,6 @@ from garden.services.accounts import (
 from garden.services.agents import agent_create, agent_remove, agent_update
 from garden.services.conversations import conversation_create
 from garden.services.tokens import token_create, token_revoke
-
-
-def not_found(what: str) -> ApiError:
-    return ApiError("NOT_FOUND", f"No such {what}.", status_code=status.HTTP_404_NOT_FOUND)
 
 
 class ModelAccountListCreateApi(APIView):
@@ -152,7 +148,9 @@ class AgentListCreateApi(APIView):
 def _owned_account(request: Request, account_id: int):
     account = selectors.model_account_list(owner=request.user).filter(pk=account_id).first()
     if account is None:
-        raise ApiError("MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account")
+        raise ServiceError(
+            "MODEL_ACCOUNT_NOT_FOUND", "No such model account.", field="model_account"
+        )
     return account
 
 
@@ -161,7 +159,7 @@ def _owned_agents(request: Request, handles: list[str]) -> list[Agent]:
     found = list(selectors.agent_list(owner=request.user).filter(handle__in=handles))
     missing = sorted(set(handles) - {a.handle for a in found})
     if missing:
-        raise ApiError(
+        raise ServiceError(
             "UNKNOWN_AGENT", f"Unknown agents: {', '.join(missing)}.", field="delegation_allowlist"
         )
     return found
@@ -229,7 +227,7 @@ class ConversationListCreateApi(APIView):
             selectors.agent_list(owner=request.user).filter(pk=data.validated_data["agent"]).first()
         )
         if agent is None:
-            raise ApiError("AGENT_NOT_FOUND", "No such agent.", field="agent")
+            raise ServiceError("AGENT_NOT_FOUND", "No such agent.", field="agent")
         conversation = conversation_create(
             owner=request.user, agent=agent, title=data.validated_data["title"]
         )
@@ -240,10 +238,10 @@ def _no_token_minting(request: Request) -> None:
     """Tokens are made and revoked by a signed-in person: a leaked token cannot make more or
     revoke the owner's others."""
     if isinstance(request.auth, AccessToken):
-        raise ApiError(
+        raise ServiceError(
             "TOKEN_CANNOT_MANAGE_TOKENS",
             "Access tokens are managed from a signed-in session, not with a token.",
-            status_code=status.HTTP_403_FORBIDDEN,
+            status=403,
         )
 
 
@@ -254,18 +252,18 @@ def _password_confirmed(request: Request, password: str) -> None:
     django_request = request._request
     user = authenticate(django_request, username=request.user.get_username(), password=password)
     if getattr(django_request, "axes_locked_out", False):
-        raise ApiError(
+        raise ServiceError(
             "LOGIN_LOCKED",
             "Too many wrong passwords: signing in is locked for a while.",
             field="password",
-            status_code=status.HTTP_429_TOO_MANY_REQUESTS,
+            status=429,
         )
     if user is None or user.pk != request.user.pk:
-        raise ApiError(
+        raise ServiceError(
             "PASSWORD_INCORRECT",
             "That is not your current password.",
             field="password",
-            status_code=status.HTTP_403_FORBIDDEN,
+            status=403,
         )
 
 

@@ -2,7 +2,6 @@
 workers' beats, personal access tokens and owners' token budgets."""
 
 from garden.models.agents import Agent, ModelAccount
-from garden.models.approvals import Approval
 from garden.models.budgets import TokenBudget
 from garden.models.conversations import Conversation, Message
 from garden.models.mcp import McpServer
@@ -14,7 +13,6 @@ from garden.models.workers import WorkerBeat
 __all__ = [
     "AccessToken",
     "Agent",
-    "Approval",
     "Artifact",
     "AttachmentData",
     "Conversation",

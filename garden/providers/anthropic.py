@@ -6,17 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._http import (
-    HttpProvider,
-    StreamAssembler,
-    ToolNames,
-    artifact_line,
-    base64_data,
-    count,
-    inline,
-    parse_arguments,
-    require,
-)
+from ._http import HttpProvider
+from ._stream import StreamAssembler
+from ._wire import ToolNames, artifact_line, base64_data, count, inline, parse_arguments, require
 from .types import (
     ArtifactRef,
     Block,

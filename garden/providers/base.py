@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ._http import carries_media
+from ._wire import carries_media
 from .anthropic import AnthropicProvider
 from .openai import OpenAIProvider
 from .scripted import ScriptedProvider

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from garden.errors import ServiceError, is_row_id
+from garden.errors import is_row_id, not_found
 from garden.models import Artifact
 
 
@@ -18,4 +18,4 @@ def artifact_delete(*, owner: AbstractBaseUser, artifact_id: int) -> None:
         with transaction.atomic():
             deleted, _ = Artifact.objects.filter(pk=artifact_id, owner_id=owner.pk).delete()
     if not deleted:
-        raise ServiceError("NOT_FOUND", "No such document.", field="artifact", status=404)
+        raise not_found("document", field="artifact")

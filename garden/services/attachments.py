@@ -12,7 +12,9 @@ from django.db.models import QuerySet, Sum
 from garden.attachments import Attachment
 from garden.errors import QuotaExceeded
 from garden.models import Artifact, AttachmentData
+from garden.providers import ArtifactRef
 from garden.quotas import quota_hold
+from garden.transcript import block_to_json
 
 
 def attachment_store(*, owner_id: int, conversation_id: int, attachment: Attachment) -> Artifact:
@@ -35,12 +37,9 @@ def attachment_store(*, owner_id: int, conversation_id: int, attachment: Attachm
 
 def artifact_ref_block(artifact: Artifact) -> dict[str, Any]:
     """The content block that stands for ``artifact`` in a turn."""
-    return {
-        "type": "artifact_ref",
-        "artifact_id": str(artifact.pk),
-        "kind": artifact.kind,
-        "title": artifact.title,
-    }
+    return block_to_json(
+        ArtifactRef(artifact_id=str(artifact.pk), kind=artifact.kind, title=artifact.title)
+    )
 
 
 def attachment_bytes_hold(*, owner_id: int) -> None:

@@ -18,15 +18,11 @@ from django.utils import timezone
 
 from garden import egress, mcp_client
 from garden.credentials import CredentialError, api_key_encrypt
-from garden.errors import QuotaExceeded, ServiceError
+from garden.errors import QuotaExceeded, ServiceError, not_found
 from garden.models import Agent, McpServer
 from garden.quotas import quota_hold
-from garden.tools.mcp import (
-    PREFIX,
-    SERVER_NAME,
-    listed_as_json,
-    server_headers,
-)
+from garden.tools.mcp import server_headers
+from garden.tools.mcp_catalog import PREFIX, SERVER_NAME, listed_as_json
 
 MAX_HEADERS = 10
 MAX_HEADER_VALUE = 4_096
@@ -260,7 +256,7 @@ def mcp_server_update(
 
 
 def _gone() -> ServiceError:
-    return ServiceError("NOT_FOUND", "No such MCP server.", status=404)
+    return not_found("MCP server")
 
 
 def _forget_tools(server: McpServer, *, enabled: bool) -> None:

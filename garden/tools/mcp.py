@@ -1,246 +1,37 @@
 """The tools of MCP servers: an owner's own (``McpServer`` rows) and those the operator offers
-(``GARDEN_MCP_SERVERS``), each reaching an agent as ``mcp.<server>.<tool>`` once its owner
-enables it. A call validates its arguments against the tool's input schema (``run_tool``),
-then runs through ``garden.mcp_client`` within a deadline and a byte cap; pictures it
-returns are kept as artifacts of the thread; every failure is a named tool error."""
+(``garden.tools.mcp_operator``), each reaching an agent as ``mcp.<server>.<tool>`` once its
+owner enables it. A call validates its arguments against the tool's input schema
+(``run_tool``), then runs through ``garden.mcp_client`` within a deadline and a byte cap;
+pictures it returns are kept as artifacts of the thread; every failure is a named tool error."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import os
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db import transaction
 
 from garden import mcp_client
-from garden.credentials import CredentialError, api_key_decrypt, granted, parse_audience
+from garden.credentials import CredentialError, api_key_decrypt
 from garden.egress.deadline import clamp
 from garden.errors import QuotaExceeded
 from garden.models import Artifact, AttachmentData, McpServer
 from garden.providers.types import ToolSpec
 from garden.storage import storage_check
 from garden.tools import Tool, ToolContext, ToolOutcome, ToolSource, register_source
+from garden.tools.mcp_catalog import PREFIX, split_name, tool_name
+from garden.tools.mcp_operator import operator_servers, operator_servers_for, operator_tools
 
-log = logging.getLogger(__name__)
-
-PREFIX = "mcp."
-SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,18}[a-z0-9])?$")
-# A tool's name must survive the providers' wire form (``.`` → ``__``, at most 64 characters
-# of letters, digits, ``_`` and ``-``) and map back exactly: no dots, no double underscore.
-TOOL_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
-MAX_DESCRIPTION = 1_000
-MAX_SCHEMA_BYTES = 32_768
-MAX_WIRE_NAME = 64
 # Pictures kept of one result, and the kinds kept.
 MAX_PICTURES = 8
 PICTURE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
-# How long the operator's servers' tool lists are kept before they are asked again, and a
-# failed listing before it is tried again.
-OPERATOR_LIST_SECONDS = 300
-OPERATOR_RETRY_SECONDS = 60
 
 # Where a tool's server is, read when it is called (an owner's headers are decrypted then).
 Endpointer = Callable[[], mcp_client.Endpoint]
-
-
-def tool_name(server: str, tool: str) -> str:
-    return f"{PREFIX}{server}.{tool}"
-
-
-def split_name(name: str) -> tuple[str, str] | None:
-    """``(server, tool)`` of ``mcp.<server>.<tool>``, or None."""
-    if not name.startswith(PREFIX):
-        return None
-    server, dot, tool = name[len(PREFIX) :].partition(".")
-    return (server, tool) if dot and server and tool else None
-
-
-def usable(server: str, listed: dict[str, Any]) -> str | None:
-    """Why a listed tool cannot be offered to a model, or None when it can."""
-    name = listed.get("name", "")
-    if not TOOL_NAME.match(name):
-        return "its name is not letters, digits, single underscores and dashes"
-    if len(f"mcp__{server}__{name}") > MAX_WIRE_NAME:
-        return f"its name is too long (at most {MAX_WIRE_NAME} characters with the server's)"
-    schema = listed.get("input_schema")
-    if not isinstance(schema, dict) or schema.get("type", "object") != "object":
-        return "its input schema is not an object schema"
-    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
-        return f"its input schema is larger than {MAX_SCHEMA_BYTES:,} bytes"
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as exc:
-        return f"its input schema is not valid JSON Schema ({exc.message})"
-    return _unsupported(schema)
-
-
-def _unsupported(node: Any) -> str | None:
-    """What of a schema garden does not apply: a reference outside the schema (it would be
-    fetched) and ``patternProperties`` (its patterns would be matched without a time bound);
-    ``pattern`` itself is matched within one (``garden.tools``)."""
-    if isinstance(node, list):
-        return next((why for why in map(_unsupported, node) if why), None)
-    if not isinstance(node, dict):
-        return None
-    for key in ("$ref", "$dynamicRef", "$recursiveRef"):
-        ref = node.get(key)
-        if isinstance(ref, str) and not ref.startswith("#"):
-            return f"its input schema refers outside itself ({key} {ref[:100]!r})"
-    if "patternProperties" in node:
-        return "its input schema uses patternProperties"
-    return next((why for why in map(_unsupported, node.values()) if why), None)
-
-
-def listed_as_json(tools: list[mcp_client.ListedTool], server: str) -> list[dict[str, Any]]:
-    """What is kept of a server's ``tools/list``: each tool with its description clipped, and
-    a tool that cannot be offered marked with why (``unusable``)."""
-    kept = []
-    for tool in tools:
-        entry = {
-            "name": tool.name[:200],
-            "description": tool.description[:MAX_DESCRIPTION],
-            "input_schema": tool.input_schema,
-            "annotations": {
-                k: v
-                for k, v in tool.annotations.items()
-                if k
-                in ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-            },
-        }
-        why = usable(server, entry)
-        if why:
-            entry["input_schema"] = {}
-            entry["unusable"] = why
-        kept.append(entry)
-    return kept
-
-
-# --- the operator's servers --------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OperatorServer:
-    """A server the operator offers to everyone or to named users: remote (``url`` with
-    headers read from the environment) or local (``command`` over stdio, the operator's
-    alone to configure)."""
-
-    name: str
-    url: str = ""
-    headers: tuple[tuple[str, str], ...] = ()  # (header, environment variable)
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()  # (variable, environment variable it is read from)
-    users: frozenset[str] | None = None  # None: every user
-    groups: frozenset[str] = frozenset()
-
-    def granted_to(self, user: AbstractBaseUser) -> bool:
-        return granted(user, users=self.users, groups=self.groups)
-
-    def endpoint(self) -> mcp_client.Endpoint:
-        if self.command:
-            return mcp_client.Endpoint(
-                command=self.command,
-                args=self.args,
-                env={k: os.environ.get(var, "") for k, var in self.env} or None,
-            )
-        return mcp_client.Endpoint(
-            url=self.url,
-            # A value read from a file-mounted variable often ends in a newline.
-            headers={h: os.environ.get(var, "").strip() for h, var in self.headers},
-            purpose="mcp_site",
-        )
-
-
-def parse_operator_servers(config: Any) -> dict[str, OperatorServer]:
-    """``GARDEN_MCP_SERVERS``, checked; raises ValueError naming the first problem."""
-    if not isinstance(config, dict):
-        raise ValueError("must be a JSON object of name -> {url|command, headers, users|groups}")
-    found: dict[str, OperatorServer] = {}
-    for name, spec in config.items():
-        where = f"MCP server {name!r}"
-        if not SERVER_NAME.match(str(name)):
-            raise ValueError(
-                f"{where}: a name is lower-case letters, digits and dashes (at most 20)"
-            )
-        if not isinstance(spec, dict):
-            raise ValueError(f"{where} must be an object")
-        unknown = set(spec) - {"url", "headers", "command", "args", "env", "users", "groups"}
-        if unknown:
-            raise ValueError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
-        if bool(spec.get("url")) == bool(spec.get("command")):
-            raise ValueError(f"{where}: give exactly one of url or command")
-        for key in ("headers", "env"):
-            value = spec.get(key, {})
-            if not isinstance(value, dict) or not all(
-                isinstance(v, str) and v.startswith("env:") for v in value.values()
-            ):
-                raise ValueError(f'{where}: {key} maps names to "env:VARIABLE"')
-        args = spec.get("args", [])
-        if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
-            raise ValueError(f"{where}: args must be a list of strings")
-        users, groups = parse_audience(spec, where)
-        found[str(name)] = OperatorServer(
-            name=str(name),
-            url=str(spec.get("url") or ""),
-            headers=tuple((h, v[4:]) for h, v in spec.get("headers", {}).items()),
-            command=str(spec.get("command") or ""),
-            args=tuple(args),
-            env=tuple((k, v[4:]) for k, v in spec.get("env", {}).items()),
-            users=users,
-            groups=groups,
-        )
-    return found
-
-
-def operator_servers() -> dict[str, OperatorServer]:
-    return _parsed(json.dumps(settings.GARDEN_MCP_SERVERS, sort_keys=True))
-
-
-@lru_cache(maxsize=4)
-def _parsed(config: str) -> dict[str, OperatorServer]:
-    return parse_operator_servers(json.loads(config))
-
-
-def operator_servers_for(user: AbstractBaseUser) -> list[OperatorServer]:
-    return [s for _, s in sorted(operator_servers().items()) if s.granted_to(user)]
-
-
-def operator_tools(server: OperatorServer) -> list[dict[str, Any]]:
-    """An operator's server's tools, listed at most every OPERATOR_LIST_SECONDS per site
-    (a failed listing is tried again after OPERATOR_RETRY_SECONDS, offering nothing)."""
-    config = json.dumps([server.url, server.command, server.args]).encode()
-    key = f"garden:mcp-operator:{server.name}:{hashlib.sha256(config).hexdigest()[:16]}"
-    kept = cache.get(key)
-    if kept is not None:
-        return kept
-    try:
-        listed = mcp_client.list_tools(
-            server.endpoint(),
-            owner_id=None,
-            timeout=settings.GARDEN_MCP_TIMEOUT,
-            max_bytes=settings.GARDEN_MCP_MAX_RESULT_BYTES,
-        )
-    except mcp_client.McpFailure as failure:
-        log.warning("the operator's MCP server %s lists no tools: %s", server.name, failure)
-        cache.set(key, [], OPERATOR_RETRY_SECONDS)
-        return []
-    kept = listed_as_json(listed, server.name)
-    cache.set(key, kept, OPERATOR_LIST_SECONDS)
-    return kept
-
-
-# --- tools -------------------------------------------------------------------------------
 
 
 def server_headers(server: McpServer) -> dict[str, str]:

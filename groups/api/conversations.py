@@ -10,15 +10,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from garden.api.errors import REFUSED, ErrorOutput
 from garden.api.parsers import AttachmentsParser, SafeJSONParser
-from garden.api.serializers import MessageOutput
-from garden.errors import ServiceError
+from garden.errors import not_found
 from garden.heartbeat import workers_alive
 from garden.models import Conversation
+from garden.payloads import MessageOutput
 from garden.selectors import conversation_get
 from groups import selectors
 from groups.api.requests import (
-    REFUSED,
     RequestCostsOutput,
     RequestPostedOutput,
     RoomMessageInput,
@@ -30,7 +30,6 @@ from groups.api.requests import (
     room_message,
     room_page,
 )
-from groups.api.serializers import ErrorOutput
 from groups.payloads import RequestOutput, request_payload
 from groups.services.requests import (
     conversation_request_create,
@@ -43,7 +42,7 @@ def _conversation(request: Request, conversation_id: int) -> Conversation:
     """One of the person's 1:1 conversations (a group's thread is read through its group)."""
     found = conversation_get(owner=request.user, conversation_id=conversation_id)
     if found is None or found.agent_id is None:
-        raise ServiceError("NOT_FOUND", "No such conversation.", status=404)
+        raise not_found("conversation")
     return found
 
 
@@ -100,7 +99,7 @@ class ConversationRequestDetailApi(APIView):
         conversation = _conversation(request, conversation_id)
         found = selectors.request_get(conversation=conversation, request_id=request_id)
         if found is None:
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         return Response(request_payload(found, workers_alive=workers_alive()))
 
 
@@ -111,7 +110,7 @@ class ConversationRequestCostsApi(APIView):
         conversation = _conversation(request, conversation_id)
         found = selectors.request_get(conversation=conversation, request_id=request_id)
         if found is None:
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         return request_costs(found)
 
 
@@ -122,7 +121,7 @@ class ConversationRequestCancelApi(APIView):
         conversation = _conversation(request, conversation_id)
         room = selectors.solo_room_of(conversation=conversation)
         if room is None:
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         cancelled = request_cancel(
             group=room, request_id=request_id, conversation_id=conversation.pk
         )

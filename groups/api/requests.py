@@ -12,18 +12,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from garden.api.errors import REFUSED, ErrorOutput
 from garden.api.parsers import AttachmentsParser, SafeJSONParser
-from garden.api.serializers import MessageOutput
 from garden.attachments import Upload
-from garden.errors import MAX_ID, ServiceError
+from garden.errors import MAX_ID, ServiceError, not_found
 from garden.heartbeat import workers_alive
-from garden.models import AccessToken, Approval
-from garden.services.conversations import message_payload
+from garden.models import AccessToken
+from garden.payloads import AgentFaceOutput, MessageOutput, message_payload
 from groups import selectors
-from groups.api.serializers import ErrorOutput
-from groups.models import MEMORY_SENTENCE, Group
+from groups.models import MEMORY_SENTENCE, Approval, Group
 from groups.payloads import (
-    AgentFaceOutput,
     ApprovalOutput,
     RequestOutput,
     UsageOutput,
@@ -34,13 +32,12 @@ from groups.services.approvals import approval_decide
 from groups.services.memory import memory_import_private_note
 from groups.services.requests import request_cancel, request_create, request_stop_active
 
-REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
-
-def _group(request: Request, group_id: int) -> Group:
+def owned_group(request: Request, group_id: int) -> Group:
+    """The person's group ``group_id``; another owner's, or a deleted one, is NOT_FOUND."""
     group = selectors.group_get(owner=request.user, group_id=group_id)
     if group is None:
-        raise ServiceError("NOT_FOUND", "No such group.", status=404)
+        raise not_found("group")
     return group
 
 
@@ -179,12 +176,12 @@ class GroupMessagesApi(APIView):
         responses={200: RoomOutput, **REFUSED},
     )
     def get(self, request: Request, group_id: int) -> Response:
-        group = _group(request, group_id)
+        group = owned_group(request, group_id)
         after = max(0, int_param(request, "after") or 0)
         wanted = int_param(request, "conversation")
         conversation = selectors.room_conversation(group=group, conversation_id=wanted)
         if wanted is not None and conversation is None:
-            raise ServiceError("NOT_FOUND", "No such conversation in this group.", status=404)
+            raise not_found("conversation in this group")
         return Response(
             {
                 "group": group.pk,
@@ -201,7 +198,7 @@ class GroupMessagesApi(APIView):
         responses={202: RequestPostedOutput, 429: ErrorOutput, **REFUSED},
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = _group(request, group_id)
+        group = owned_group(request, group_id)
         text, uploads, webhook = room_message(request)
         return posted(request_create(group=group, text=text, attachments=uploads, webhook=webhook))
 
@@ -209,9 +206,9 @@ class GroupMessagesApi(APIView):
 class GroupRequestDetailApi(APIView):
     @extend_schema(responses={200: RequestOutput, **REFUSED})
     def get(self, request: Request, group_id: int, request_id: int) -> Response:
-        found = selectors.request_get(group=_group(request, group_id), request_id=request_id)
+        found = selectors.request_get(group=owned_group(request, group_id), request_id=request_id)
         if found is None:
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         return Response(request_payload(found, workers_alive=workers_alive()))
 
 
@@ -257,9 +254,9 @@ class GroupRequestCostsApi(APIView):
     @extend_schema(responses={200: RequestCostsOutput, **REFUSED})
     def get(self, request: Request, group_id: int, request_id: int) -> Response:
         """What the request's calls took and cost, per member."""
-        found = selectors.request_get(group=_group(request, group_id), request_id=request_id)
+        found = selectors.request_get(group=owned_group(request, group_id), request_id=request_id)
         if found is None:
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         return request_costs(found)
 
 
@@ -267,14 +264,14 @@ class GroupRequestCancelApi(APIView):
     @extend_schema(request=None, responses={200: RequestOutput, 409: ErrorOutput, **REFUSED})
     def post(self, request: Request, group_id: int, request_id: int) -> Response:
         """Cancel a request that has not started (a started one is stopped with Stop)."""
-        cancelled = request_cancel(group=_group(request, group_id), request_id=request_id)
+        cancelled = request_cancel(group=owned_group(request, group_id), request_id=request_id)
         return Response(request_payload(cancelled))
 
 
 class GroupStopApi(APIView):
     @extend_schema(request=None, responses={200: StoppedOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
-        group = _group(request, group_id)
+        group = owned_group(request, group_id)
         stopped = request_stop_active(group=group, reason="Stopped by the owner.")
         return Response({"stopped": request_payload(stopped) if stopped else None})
 
@@ -365,7 +362,7 @@ class GroupMemoryOutput(serializers.Serializer):
 class GroupMemoryApi(APIView):
     @extend_schema(responses={200: GroupMemoryOutput, **REFUSED})
     def get(self, request: Request, group_id: int) -> Response:
-        group = _group(request, group_id)
+        group = owned_group(request, group_id)
         notes = selectors.group_memory(group=group)
         return Response(
             GroupMemoryOutput({"memory_sentence": MEMORY_SENTENCE, "notes": notes}).data
@@ -375,7 +372,7 @@ class GroupMemoryApi(APIView):
 class GroupMemoryImportApi(APIView):
     @extend_schema(request=MemoryImportInput, responses={201: NoteOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
-        group = _group(request, group_id)
+        group = owned_group(request, group_id)
         data = MemoryImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         note = memory_import_private_note(

@@ -2,60 +2,9 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from groups.models import MEMORY_SENTENCE
-
 MAX_MEMBERS_LISTED = 50
-
-
-class ErrorItemOutput(serializers.Serializer):
-    field = serializers.CharField()
-    code = serializers.CharField()
-    message = serializers.CharField()
-
-
-class ErrorOutput(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()
-    errors = ErrorItemOutput(many=True)
-
-
-class AgentRefOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="pk")
-    handle = serializers.CharField()
-
-
-class GroupMemberOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="agent.pk")
-    handle = serializers.CharField(source="agent.handle")
-    name = serializers.CharField(source="agent.name")
-    colour = serializers.CharField(source="agent.colour")
-    can_run = serializers.BooleanField(source="agent.can_run")
-    removed = serializers.SerializerMethodField()
-
-    @extend_schema_field(OpenApiTypes.BOOL)
-    def get_removed(self, membership) -> bool:
-        return membership.agent.removed_at is not None
-
-
-class GroupOutput(serializers.Serializer):
-    """A group as the room's header and the roster show it; members in their order."""
-
-    id = serializers.IntegerField(source="pk")
-    name = serializers.CharField()
-    coordinator = AgentRefOutput()
-    members = GroupMemberOutput(source="ordered_memberships", many=True)
-    room_cap_chars = serializers.IntegerField()
-    memory_sentence = serializers.SerializerMethodField()
-    created_at = serializers.DateTimeField()
-    archived_at = serializers.DateTimeField(allow_null=True)
-
-    @extend_schema_field(OpenApiTypes.STR)
-    def get_memory_sentence(self, group) -> str:
-        return MEMORY_SENTENCE
 
 
 class GroupCreateInput(serializers.Serializer):

@@ -11,17 +11,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.errors import ServiceError
+from garden.api.errors import FORBIDDEN, INVALID, ErrorOutput, not_found_response
 from groups import selectors
+from groups.api.requests import owned_group
 from groups.api.serializers import (
-    ErrorOutput,
     GroupChangeInput,
     GroupClearedOutput,
     GroupCreateInput,
     GroupDeletedOutput,
-    GroupOutput,
 )
-from groups.models import Group
+from groups.payloads import GroupOutput, group_payload
 from groups.services.groups import (
     group_archive,
     group_clear,
@@ -34,39 +33,28 @@ from groups.services.groups import (
 )
 
 TAGS = ["groups"]
-_REFUSED = OpenApiResponse(
-    ErrorOutput, description="Invalid: every broken rule, with field and code."
-)
-_FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
-_NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such group for this owner.")
-
-
-def _get_group(request: Request, group_id: int) -> Group:
-    group = selectors.group_get(owner=request.user, group_id=group_id)
-    if group is None:
-        raise ServiceError("NOT_FOUND", "No such group.", status=404)
-    return group
+_NOT_FOUND = not_found_response("group")
 
 
 def _group_response(request: Request, group_id: int, status_code: int = 200) -> Response:
-    return Response(GroupOutput(_get_group(request, group_id)).data, status=status_code)
+    return Response(group_payload(owned_group(request, group_id)), status=status_code)
 
 
 class GroupListCreateApi(APIView):
     @extend_schema(
         tags=TAGS,
-        responses={200: GroupOutput(many=True), 403: _FORBIDDEN},
+        responses={200: GroupOutput(many=True), 403: FORBIDDEN},
         description="The roster: groups neither deleted nor archived. A read that finds "
         "a group deleted more than a minute ago asks a worker to remove it for good.",
     )
     def get(self, request: Request) -> Response:
         purge_due_groups_soon(owner=request.user)
-        return Response(GroupOutput(selectors.group_list(owner=request.user), many=True).data)
+        return Response([group_payload(g) for g in selectors.group_list(owner=request.user)])
 
     @extend_schema(
         tags=TAGS,
         request=GroupCreateInput,
-        responses={201: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN},
+        responses={201: GroupOutput, 400: INVALID, 403: FORBIDDEN},
     )
     def post(self, request: Request) -> Response:
         data = GroupCreateInput(data=request.data)
@@ -79,7 +67,7 @@ class GroupStarterApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=None,
-        responses={201: GroupOutput, 403: _FORBIDDEN, 409: _REFUSED, 429: _REFUSED},
+        responses={201: GroupOutput, 403: FORBIDDEN, 409: INVALID, 429: INVALID},
         description='A first run\'s team in one step: "Household finances", Concierge '
         "coordinating Ledger and Finance Advisor on offline scripted models. Only for an "
         "owner with no group yet (409 ROSTER_NOT_EMPTY).",
@@ -95,7 +83,7 @@ class GroupDetailApi(APIView):
 
     @extend_schema(
         tags=TAGS,
-        responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: GroupOutput, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="One group; an archived group still reads, a deleted one does not.",
     )
     def get(self, request: Request, group_id: int) -> Response:
@@ -104,13 +92,13 @@ class GroupDetailApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=GroupChangeInput,
-        responses={200: GroupOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: GroupOutput, 400: INVALID, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="Change the name, the coordinator, the membership (the whole list, in "
         "order) and/or the room cap under the creation rules; only what the change brings "
         "in is checked.",
     )
     def patch(self, request: Request, group_id: int) -> Response:
-        group = _get_group(request, group_id)
+        group = owned_group(request, group_id)
         data = GroupChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
         group_update(group=group, **data.validated_data)
@@ -119,11 +107,11 @@ class GroupDetailApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=None,
-        responses={200: GroupDeletedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: GroupDeletedOutput, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="Stop the group's work and delete it, with a minute to undo.",
     )
     def delete(self, request: Request, group_id: int) -> Response:
-        group = _get_group(request, group_id)
+        group = owned_group(request, group_id)
         undo_until = group_delete(group=group)
         return Response(GroupDeletedOutput({"undoUntil": undo_until}).data)
 
@@ -137,7 +125,7 @@ class GroupRestoreApi(APIView):
         request=None,
         responses={
             200: GroupOutput,
-            403: _FORBIDDEN,
+            403: FORBIDDEN,
             404: _NOT_FOUND,
             410: OpenApiResponse(ErrorOutput, description="UNDO_EXPIRED: the minute has passed."),
         },
@@ -155,12 +143,12 @@ class GroupClearApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=None,
-        responses={200: GroupClearedOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: GroupClearedOutput, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="Stop the group's work and delete every conversation of it. The "
         "group, its members, its coordinator and its memory stay.",
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = _get_group(request, group_id)
+        group = owned_group(request, group_id)
         count = group_clear(group=group)
         return Response(GroupClearedOutput({"conversations": count}).data)
 
@@ -172,10 +160,10 @@ class GroupArchiveApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=None,
-        responses={200: GroupOutput, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: GroupOutput, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="The room leaves the roster and keeps its transcript.",
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = _get_group(request, group_id)
+        group = owned_group(request, group_id)
         group_archive(group=group)
         return _group_response(request, group_id)

@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.errors import MAX_ID, ServiceError
+from garden.api.errors import REFUSED, ErrorOutput
+from garden.errors import MAX_ID, not_found
 from groups import selectors
-from groups.api.serializers import ErrorOutput
 from groups.models import WebhookDelivery, WebhookEndpoint
 from groups.services.webhooks import (
     EVENTS,
@@ -27,7 +27,6 @@ from groups.services.webhooks import (
 )
 
 TAGS = ["webhooks"]
-REFUSED = {400: ErrorOutput, 403: ErrorOutput, 404: ErrorOutput}
 
 
 class WebhookEndpointOutput(serializers.Serializer):
@@ -125,7 +124,7 @@ def _with_secret(created: EndpointWithSecret) -> dict[str, Any]:
 def _owned(request: Request, endpoint_id: int) -> WebhookEndpoint:
     endpoint = selectors.webhook_endpoint_get(owner=request.user, endpoint_id=endpoint_id)
     if endpoint is None:
-        raise ServiceError("NOT_FOUND", "No such webhook endpoint.", status=404)
+        raise not_found("webhook endpoint")
     return endpoint
 
 

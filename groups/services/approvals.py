@@ -18,8 +18,9 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from garden import events, metrics, telemetry
-from garden.errors import ServiceError
-from garden.models import Approval, Message
+from garden.errors import ServiceError, not_found
+from garden.models import Message
+from garden.providers import ToolResult
 from garden.retry import retry_on_lock_conflict
 from garden.services.conversations import message_append, text_block
 from garden.tools import (
@@ -30,15 +31,16 @@ from garden.tools import (
     get_tool,
     run_tool,
 )
-from groups import row_locks, scheduling
+from garden.transcript import block_to_json
+from groups import lock_order, scheduling
+from groups.domain.rendering import compact_json
 from groups.faults import fault_point
-from groups.models import GroupRequest
+from groups.group_tools import tool_context
+from groups.models import Approval, GroupRequest
 from groups.payloads import approval_event, request_event
-from groups.projection import compact_json
 from groups.selectors import approval_trace_context, request_trace_context
-from groups.services.requests import request_sweep
+from groups.services.request_sweep import request_sweep
 from groups.signals import approvals_changed_on_commit
-from groups.tools import tool_context
 
 DECISIONS = {"approve": Approval.Status.APPROVED, "reject": Approval.Status.REJECTED}
 SURFACES = ("dashboard", "telegram", "api", "admin")
@@ -88,7 +90,7 @@ def approval_decide(
         .first()
     )
     if head is None:
-        raise ServiceError("NOT_FOUND", "No such approval.", status=404, field="approval")
+        raise not_found("approval", field="approval")
     # Found before any row is locked: an owner's tool may be looked up on its server.
     tool = (
         get_tool((head["action"] or {}).get("name", ""), owner_id=user.pk)
@@ -96,8 +98,10 @@ def approval_decide(
         else None
     )
     with transaction.atomic():
-        _, request = row_locks.lock_group_and_request(head["request__group_id"], head["request_id"])
-        approval = row_locks.lock_approval(approval_id)
+        _, request = lock_order.lock_group_and_request(
+            head["request__group_id"], head["request_id"]
+        )
+        approval = lock_order.lock_approval(approval_id)
         changed = _changed_arguments(approval, arguments, tool)
         if approval.status != Approval.Status.PENDING:
             if approval.status == wanted and (
@@ -194,7 +198,7 @@ def approval_execute(*, approval_id: int) -> str:
     """
     with transaction.atomic():
         approval = Approval.objects.select_related("agent").get(pk=approval_id)
-        _, request = row_locks.lock_group_and_request(
+        _, request = lock_order.lock_group_and_request(
             approval.request.group_id if approval.request_id else None, approval.request_id
         )
         if request is not None and request.state != GroupRequest.State.AWAITING_APPROVAL:
@@ -212,7 +216,7 @@ def approval_execute(*, approval_id: int) -> str:
     fault_point("approval_ran")
     with transaction.atomic():
         if request is not None:
-            _, request = row_locks.lock_group_and_request(request.group_id, request.pk)
+            _, request = lock_order.lock_group_and_request(request.group_id, request.pk)
         _record_and_resume(approval, request, outcome)
         approvals_changed_on_commit([approval.pk])
     return "executed"
@@ -261,12 +265,13 @@ def _record_and_resume(
         request_id=approval.request_id,
         channel=channel,
         content=[
-            {
-                "type": "tool_result",
-                "call_id": approval.tool_call_id,
-                "content": outcome.content,
-                "is_error": outcome.is_error,
-            },
+            block_to_json(
+                ToolResult(
+                    call_id=approval.tool_call_id,
+                    content=outcome.content,
+                    is_error=outcome.is_error,
+                )
+            )
         ],
     )
     if approval.status == Approval.Status.APPROVED:
@@ -346,7 +351,7 @@ def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
     for pk in waiting.filter(executed_at__lte=cutoff).values_list("pk", flat=True):
         with transaction.atomic():
             approval = Approval.objects.select_related("agent", "request").get(pk=pk)
-            _, request = row_locks.lock_group_and_request(
+            _, request = lock_order.lock_group_and_request(
                 approval.request.group_id, approval.request_id
             )
             # Recording the result moves the request on in the same transaction: a request

@@ -1,6 +1,6 @@
 """Writes for groups: create, change, delete with a minute of undo, purge, clear and archive.
 
-Every change goes through ``groups.rules``; every write takes the group row FOR UPDATE first
+Every change goes through ``groups.domain.rules``; every write takes the group row FOR UPDATE first
 (the lock order everywhere: group before request). Clear and delete stop the group's work
 first, as Stop does. Events are pushed to the group's channel after commit.
 """
@@ -19,13 +19,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from garden import events
-from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id
-from garden.models import Agent, Approval, Conversation, MemoryNote
+from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id, not_found
+from garden.models import Agent, Conversation, MemoryNote
 from garden.quotas import owner_lock, quota_hold
 from garden.services.attachments import attachments_delete
-from groups import row_locks, rules, scheduling, selectors
+from groups import lock_order, scheduling, selectors
 from groups.demo import household_finances
-from groups.models import Group, Membership
+from groups.domain import rules
+from groups.models import Approval, Group, Membership
+from groups.payloads import group_event
 from groups.services.requests import request_stop_active
 from groups.signals import approvals_changed_on_commit
 
@@ -33,10 +35,6 @@ log = logging.getLogger(__name__)
 
 UNDO_SECONDS = 60
 UNDO_WINDOW = timedelta(seconds=UNDO_SECONDS)
-
-
-def _not_found() -> ServiceError:
-    return ServiceError("NOT_FOUND", "No such group.", status=404)
 
 
 def _rules_broken(errors: Sequence[rules.GroupRuleError]) -> ServiceError:
@@ -47,23 +45,6 @@ def _rules_broken(errors: Sequence[rules.GroupRuleError]) -> ServiceError:
         field=errors[0].field,
         errors=[FieldError(e.field, e.code, e.message) for e in errors],
     )
-
-
-def group_event(group: Group, *, change: str) -> dict:
-    event_type = "group.deleted" if change == "deleted" else "group.updated"
-    members = list(group.memberships.order_by("position", "id").values_list("agent_id", flat=True))
-    return {
-        "type": event_type,
-        "change": change,
-        "group": {
-            "id": group.pk,
-            "name": group.name,
-            "coordinator": group.coordinator_id,
-            "members": members,
-            "archived_at": group.archived_at.isoformat() if group.archived_at else None,
-            "deleted_at": group.deleted_at.isoformat() if group.deleted_at else None,
-        },
-    }
 
 
 def _push(group: Group, *, change: str) -> None:
@@ -78,15 +59,15 @@ def _candidates(ids: Iterable[int], *, lock: bool = False) -> dict[int, rules.Ca
     if not wanted:
         return {}
     # Locked: an agent being removed right now waits for this change, or this change sees it.
-    agents = row_locks.lock_agents(wanted) if lock else Agent.objects.filter(pk__in=wanted)
+    agents = lock_order.lock_agents(wanted) if lock else Agent.objects.filter(pk__in=wanted)
     return {a.pk: rules.Candidate.of(a) for a in agents}
 
 
 def _lock_group(*, group_id: int, owner_id: int | None = None) -> Group:
     """Caller holds a transaction. The group row FOR UPDATE; deleted reads as not found."""
-    group = row_locks.lock_group(group_id, owner_id=owner_id, live=True)
+    group = lock_order.lock_group(group_id, owner_id=owner_id, live=True)
     if group is None:
-        raise _not_found()
+        raise not_found("group")
     return group
 
 
@@ -278,11 +259,11 @@ def group_restore(*, owner: AbstractBaseUser, group_id: int, now: datetime | Non
     """
     now = now or timezone.now()
     if not is_row_id(group_id):
-        raise _not_found()
+        raise not_found("group")
     with transaction.atomic():
-        group = row_locks.lock_group(group_id, owner_id=owner.pk)
+        group = lock_order.lock_group(group_id, owner_id=owner.pk)
         if group is None:
-            raise _not_found()
+            raise not_found("group")
         if group.deleted_at is None:
             return group
         if now > group.deleted_at + UNDO_WINDOW:
@@ -314,7 +295,7 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
     for group_id in due.values_list("pk", flat=True):
         with transaction.atomic():
             # Another worker may be purging the same group: take it or leave it.
-            group = row_locks.lock_group(group_id, skip_locked=True)
+            group = lock_order.lock_group(group_id, skip_locked=True)
             if group is None or group.deleted_at is None or group.deleted_at >= cutoff:
                 continue
             MemoryNote.objects.filter(owner_id=group.owner_id, scope=group.memory_scope).delete()

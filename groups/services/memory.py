@@ -7,11 +7,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from garden import events
-from garden.errors import ServiceError
+from garden.errors import ServiceError, not_found
 from garden.models import Agent, MemoryNote, Message
 from garden.services.conversations import message_append, text_block
 from garden.storage import storage_hold
-from groups import row_locks
+from groups import lock_order
 from groups.models import Group
 from groups.services.requests import group_conversation_open
 
@@ -40,9 +40,9 @@ def memory_import_private_note(
     writer = Agent.objects.filter(pk=note.written_by_id).values_list("handle", flat=True).first()
     writer = f"@{writer}" if writer else "an agent"
     with transaction.atomic():
-        locked = row_locks.lock_group(group.pk, live=True)
+        locked = lock_order.lock_group(group.pk, live=True)
         if locked is None:
-            raise ServiceError("NOT_FOUND", "No such group.", field="group", status=404)
+            raise not_found("group", field="group")
         copy = MemoryNote.objects.create(
             owner=owner, scope=locked.memory_scope, kind=note.kind, text=note.text
         )

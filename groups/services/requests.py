@@ -1,11 +1,11 @@
-"""Writes for group requests: create from an owner message, stop, and the state changes of
-the coordinator loop. Lock order everywhere: group row before request row; an owner's quota
-lock (garden/quotas.py), when taken, last."""
+"""Writes for group requests: create from an owner message (to a group, or to one agent in
+its own room), start, stop, cancel and finish; the sweep of stranded ones is in
+``request_sweep``. Lock order everywhere: group row before request row; an owner's quota lock
+(garden/quotas.py), when taken, last."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -15,9 +15,8 @@ from django.utils import timezone
 
 from garden import events, telemetry
 from garden.attachments import Upload, attachments_check
-from garden.errors import QuotaExceeded, ServiceError, is_row_id
-from garden.models import Agent, Approval, Conversation, Message
-from garden.quotas import quota_hold
+from garden.errors import ServiceError, is_row_id, not_found
+from garden.models import Agent, Conversation, Message
 from garden.retry import retry_on_lock_conflict
 from garden.services.attachments import (
     artifact_ref_block,
@@ -26,11 +25,13 @@ from garden.services.attachments import (
 )
 from garden.services.conversations import conversation_create, message_append, text_block
 from garden.storage import storage_hold
-from groups import row_locks, scheduling
-from groups.models import Group, GroupRequest
+from groups import lock_order, scheduling
+from groups.domain.routing import Contribution, parse_mentions
+from groups.models import Approval, Group, GroupRequest
 from groups.payloads import approval_event, request_event
-from groups.routing import Contribution, parse_mentions
-from groups.services.webhooks import webhook_deliveries_for_request, webhook_named_check
+from groups.services.queue_limits import check_queue_room
+from groups.services.webhook_deliveries import webhook_deliveries_for_request
+from groups.services.webhooks import webhook_named_check
 from groups.signals import approvals_changed_on_commit, request_finished
 
 
@@ -63,7 +64,7 @@ def request_finish(
     request.refresh_from_db()
     channel = events.group_channel(request.group_id)
     rejected = []
-    for approval in row_locks.lock_pending_approvals(request.pk):
+    for approval in lock_order.lock_pending_approvals(request.pk):
         approval.status = Approval.Status.REJECTED
         approval.reason = f"request {state}"
         approval.decided_at = now
@@ -116,9 +117,9 @@ def request_stop_active(
     if include_queued:
         states.append(GroupRequest.State.QUEUED)
     with transaction.atomic():
-        row_locks.lock_group(group.pk)
+        lock_order.lock_group(group.pk)
         active = None
-        for request in row_locks.lock_group_requests(group.pk, states=states):
+        for request in lock_order.lock_group_requests(group.pk, states=states):
             if conversation_id is not None and request.conversation_id != conversation_id:
                 continue
             was_active = request.state in GroupRequest.ACTIVE_STATES
@@ -142,14 +143,14 @@ def request_cancel(
     CANCELLED) and its message stays in the thread. 404 for no such request of the group,
     409 NOT_QUEUED for one that has started or ended (Stop ends a started one)."""
     with transaction.atomic():
-        row_locks.lock_group(group.pk)
-        request = row_locks.lock_request(request_id) if is_row_id(request_id) else None
+        lock_order.lock_group(group.pk)
+        request = lock_order.lock_request(request_id) if is_row_id(request_id) else None
         if (
             request is None
             or request.group_id != group.pk
             or (conversation_id is not None and request.conversation_id != conversation_id)
         ):
-            raise ServiceError("NOT_FOUND", "No such request.", status=404)
+            raise not_found("request")
         if request.state != GroupRequest.State.QUEUED:
             raise ServiceError(
                 "NOT_QUEUED",
@@ -175,47 +176,6 @@ def group_conversation_open(*, group: Group):
     return conversation
 
 
-def check_queue_room(*, group: Group) -> None:
-    """Hold the group's and its owner's queues to their limits, counting the request just
-    added (429 QUEUE_FULL, the limit in the message). The owner's limit counts every
-    unanswered request, running ones too, so an owner cannot have more groups working at once
-    than GARDEN_MAX_QUEUED_PER_OWNER. Caller holds FOR UPDATE on the group row and has written
-    the new request; this takes the owner's quota lock, last."""
-    queued = GroupRequest.objects.filter(state=GroupRequest.State.QUEUED)
-    unanswered = GroupRequest.objects.filter(
-        state__in=[GroupRequest.State.QUEUED, *GroupRequest.ACTIVE_STATES]
-    )
-    per_group = settings.GARDEN_MAX_QUEUED_PER_GROUP
-    quota_hold(
-        owner_id=group.owner_id,
-        count=queued.filter(group=group).count,
-        limit=per_group,
-        refusal=lambda: QuotaExceeded(
-            "QUEUE_FULL",
-            f"{'This agent' if group.is_solo else 'This group'} already has {per_group} "
-            "messages waiting, the "
-            "limit on this site; wait for them to be answered (or Stop) before sending "
-            "more.",
-            field="text",
-            status=429,
-        ),
-    )
-    per_owner = settings.GARDEN_MAX_QUEUED_PER_OWNER
-    quota_hold(
-        owner_id=group.owner_id,
-        count=unanswered.filter(group__owner_id=group.owner_id).count,
-        limit=per_owner,
-        refusal=lambda: QuotaExceeded(
-            "QUEUE_FULL",
-            f"You already have {per_owner} messages waiting across your "
-            "groups and agents (being answered or queued), the limit on this site; wait for them "
-            "to be answered before sending more.",
-            field="text",
-            status=429,
-        ),
-    )
-
-
 @retry_on_lock_conflict
 def request_create(
     *,
@@ -239,9 +199,9 @@ def request_create(
     if not text and not checked:
         raise ServiceError("EMPTY_CONTENT", "The message is empty.", field="text")
     with transaction.atomic():
-        locked = row_locks.lock_group(group.pk, live=True)
+        locked = lock_order.lock_group(group.pk, live=True)
         if locked is None or locked.is_solo:
-            raise ServiceError("NOT_FOUND", "No such group.", field="group", status=404)
+            raise not_found("group", field="group")
         members = {m.agent.handle: m.agent for m in locked.memberships.select_related("agent")}
         mentions = parse_mentions(text, set(members))
         if mentions.unknown:
@@ -320,7 +280,7 @@ def conversation_request_create(
         )
     room = solo_room_for(agent_id=conversation.agent_id)
     with transaction.atomic():
-        locked = row_locks.lock_group(room.pk)
+        locked = lock_order.lock_group(room.pk)
         thread = Conversation.objects.select_related("agent").get(pk=conversation.pk)
         if thread.status != Conversation.Status.OPEN:
             raise ServiceError(
@@ -384,7 +344,7 @@ def _request_queued(
     )
     request.message = message
     request.save(update_fields=["message"])
-    # The owner's quota lock last, after the thread's row (row_locks' order).
+    # The owner's quota lock last, after the thread's row (lock_order's order).
     check_queue_room(group=locked)
     if attachments:
         attachment_bytes_hold(owner_id=locked.owner_id)
@@ -397,12 +357,12 @@ def _request_queued(
 def request_start_next(*, group_id: int) -> GroupRequest | None:
     """Start the oldest queued request of the group when none is active. Idempotent."""
     with transaction.atomic():
-        group = row_locks.lock_group(group_id)
+        group = lock_order.lock_group(group_id)
         if group is None:
             return None
         if GroupRequest.objects.filter(group=group, state__in=GroupRequest.ACTIVE_STATES).exists():
             return None
-        queued = row_locks.lock_group_requests(
+        queued = lock_order.lock_group_requests(
             group_id, states=[GroupRequest.State.QUEUED], limit=1
         )
         request = queued[0] if queued else None
@@ -417,116 +377,3 @@ def request_start_next(*, group_id: int) -> GroupRequest | None:
         fence = request.fence
         scheduling.enqueue_step_on_commit(request.pk, fence, group_id=group_id)
     return request
-
-
-def request_for_unanswered_turn(*, message_id: int) -> GroupRequest | None:
-    """An owner turn of a 1:1 conversation from before its messages ran on the group loop
-    (no request, no reply) becomes a queued request of its agent's room, so no message sent
-    then is left unanswered. Idempotent: a turn with a request or a reply is left alone;
-    None then, or when the agent cannot run (the turn gets a notice saying so)."""
-    turn = (
-        Message.objects.select_related("conversation__agent")
-        .filter(pk=message_id, speaker_kind=Message.SpeakerKind.OWNER, request__isnull=True)
-        .exclude(conversation__agent__isnull=True)
-        .first()
-    )
-    if turn is None or Message.objects.filter(in_reply_to=turn).exists():
-        return None
-    room = solo_room_for(agent_id=turn.conversation.agent_id)
-    with transaction.atomic():
-        locked = row_locks.lock_group(room.pk)
-        # Under the room's lock: a second delivery finds the request the first one made.
-        if (
-            not Message.objects.filter(pk=turn.pk, request__isnull=True).exists()
-            or Message.objects.filter(in_reply_to=turn).exists()
-        ):
-            return None
-        agent = turn.conversation.agent
-        if not agent.can_run:
-            message_append(
-                conversation_id=turn.conversation_id,
-                speaker_kind=Message.SpeakerKind.GARDEN,
-                kind=Message.Kind.NOTICE,
-                content=[text_block(f"The reply did not come: @{agent.handle} cannot run now.")],
-                in_reply_to=turn,
-            )
-            return None
-        traced = telemetry.request_started(group_id=locked.pk)
-        request = GroupRequest.objects.create(
-            group=locked,
-            conversation_id=turn.conversation_id,
-            message=turn,
-            trace_context=traced.traceparent,
-        )
-        traced.accepted(request_id=request.pk)
-        Message.objects.filter(pk=turn.pk).update(request=request)
-        events.send_event_on_commit(
-            channel=events.group_channel(locked.pk), event=request_event(request)
-        )
-        scheduling.start_next_on_commit(locked.pk)
-    return request
-
-
-def unanswered_turns(*, older_than: timedelta) -> list[int]:
-    """The ids of 1:1 owner turns with neither a request nor a reply, older than the given
-    age (sent before 1:1 messages ran on the group loop): ``request_sweep`` queues them."""
-    return list(
-        Message.objects.filter(
-            speaker_kind=Message.SpeakerKind.OWNER,
-            conversation__agent__isnull=False,
-            request__isnull=True,
-            replies__isnull=True,
-            created_at__lte=timezone.now() - older_than,
-        ).values_list("pk", flat=True)[:500]
-    )
-
-
-def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
-    """Find requests a crash may have stranded and put them back on their way, by fence.
-
-    - steppable, last step completed, no continuation ran since: the enqueue after commit was
-      lost — enqueue the step for the current fence;
-    - steppable, a step claimed but never completed: its worker died (or is still running,
-      in which case the swept step waits on the group lock and then finds itself stale) —
-      enqueue the step for the fence below, which claims again one higher;
-    - queued behind nothing: start it;
-    - a 1:1 owner turn with neither request nor reply (sent before 1:1 messages ran on the
-      group loop): queue a request for it (``request_for_unanswered_turn``).
-    Only requests untouched for ``older_than_seconds`` (default GARDEN_SWEEP_AFTER_SECONDS,
-    longer than a step's hard time limit) are considered, so live work is left alone.
-    """
-    age = settings.GARDEN_SWEEP_AFTER_SECONDS if older_than_seconds is None else older_than_seconds
-    cutoff = timezone.now() - timedelta(seconds=age)
-    found = {"continued": 0, "reclaimed": 0, "started": 0, "answered": 0}
-    for row in GroupRequest.objects.filter(
-        state__in=GroupRequest.STEPPABLE_STATES, updated_at__lte=cutoff
-    ).values("pk", "fence", "completed_fence", "group_id", "trace_context"):
-        action = "continued" if row["completed_fence"] >= row["fence"] else "reclaimed"
-        # The recovery in the request's trace: the step it sends runs there too.
-        telemetry.mark(
-            "garden.sweep.recover",
-            trace_context=row["trace_context"],
-            attributes={
-                "garden.request.id": row["pk"],
-                "garden.step.fence": row["fence"],
-                "garden.sweep.action": action,
-            },
-        )
-        if action == "continued":
-            scheduling.enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
-        else:
-            scheduling.enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
-        found[action] += 1
-    idle_groups = (
-        GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)
-        .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)
-        .values_list("group_id", flat=True)
-        .distinct()
-    )
-    for group_id in idle_groups:
-        if request_start_next(group_id=group_id):
-            found["started"] += 1
-    for message_id in unanswered_turns(older_than=timedelta(seconds=age)):
-        if request_for_unanswered_turn(message_id=message_id):
-            found["answered"] += 1
-    return found

@@ -9,7 +9,7 @@ from django_celery_beat import validators as cron
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from groups.api.serializers import ErrorOutput
+from garden.api.errors import ErrorOutput
 from missions.models import Mission, MissionRun
 from missions.selectors import mission_last_run
 from missions.services.checks import MAX_ID

@@ -13,8 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.api.errors import ApiError
-from groups.api.serializers import ErrorOutput
+from garden.api.errors import FORBIDDEN, INVALID, not_found_response
+from garden.errors import not_found
 from missions import selectors
 from missions.api.serializers import (
     MissionChangeInput,
@@ -28,17 +28,13 @@ from missions.services.missions import mission_create, mission_delete, mission_u
 from missions.services.runs import mission_run_due
 
 TAGS = ["missions"]
-_REFUSED = OpenApiResponse(
-    ErrorOutput, description="Invalid: the field and a code; nothing written."
-)
-_FORBIDDEN = OpenApiResponse(ErrorOutput, description="Not signed in, or the CSRF pair is missing.")
-_NOT_FOUND = OpenApiResponse(ErrorOutput, description="No such mission for this owner.")
+_NOT_FOUND = not_found_response("mission")
 
 
 def _get_mission(request: Request, mission_id: int) -> Mission:
     mission = selectors.mission_get(owner=request.user, mission_id=mission_id)
     if mission is None:
-        raise ApiError("NOT_FOUND", "No such mission.", status_code=status.HTTP_404_NOT_FOUND)
+        raise not_found("mission")
     return mission
 
 
@@ -49,7 +45,7 @@ def _mission_response(request: Request, mission_id: int, status_code: int = 200)
 class MissionListCreateApi(APIView):
     @extend_schema(
         tags=TAGS,
-        responses={200: MissionOutput(many=True), 403: _FORBIDDEN},
+        responses={200: MissionOutput(many=True), 403: FORBIDDEN},
         description="The owner's missions, each with its schedule and last run.",
     )
     def get(self, request: Request) -> Response:
@@ -58,7 +54,7 @@ class MissionListCreateApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=MissionCreateInput,
-        responses={201: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN},
+        responses={201: MissionOutput, 400: INVALID, 403: FORBIDDEN},
         description="Create a mission and its beat entry. The target is one of the "
         "owner's agents (not removed) or groups (neither deleted nor archived).",
     )
@@ -80,14 +76,14 @@ class MissionListCreateApi(APIView):
 
 
 class MissionDetailApi(APIView):
-    @extend_schema(tags=TAGS, responses={200: MissionOutput, 403: _FORBIDDEN, 404: _NOT_FOUND})
+    @extend_schema(tags=TAGS, responses={200: MissionOutput, 403: FORBIDDEN, 404: _NOT_FOUND})
     def get(self, request: Request, mission_id: int) -> Response:
         return _mission_response(request, mission_id)
 
     @extend_schema(
         tags=TAGS,
         request=MissionChangeInput,
-        responses={200: MissionOutput, 400: _REFUSED, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: MissionOutput, 400: INVALID, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="Change any part; a given schedule replaces the old one. "
         "Enabling checks the target again and clears disabled_reason.",
     )
@@ -104,7 +100,7 @@ class MissionDetailApi(APIView):
     @extend_schema(
         tags=TAGS,
         request=None,
-        responses={204: None, 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={204: None, 403: FORBIDDEN, 404: _NOT_FOUND},
         description="Delete the mission, its runs and its beat entry. Work a run "
         "already started (a group request) is not stopped.",
     )
@@ -119,7 +115,7 @@ class MissionRunNowApi(APIView):
         request=None,
         responses={
             202: MissionRunOutput,
-            403: _FORBIDDEN,
+            403: FORBIDDEN,
             404: _NOT_FOUND,
             409: OpenApiResponse(
                 MissionRunRefusedOutput,
@@ -136,7 +132,7 @@ class MissionRunNowApi(APIView):
         mission = _get_mission(request, mission_id)
         run = mission_run_due(mission_id=mission.pk, trigger=MissionRun.Trigger.MANUAL)
         if run is None:  # deleted in the meantime
-            raise ApiError("NOT_FOUND", "No such mission.", status_code=status.HTTP_404_NOT_FOUND)
+            raise not_found("mission")
         if run.state == MissionRun.State.SKIPPED:
             error = {
                 "field": "non_field_errors",
@@ -156,7 +152,7 @@ class MissionRunNowApi(APIView):
 class MissionRunListApi(APIView):
     @extend_schema(
         tags=TAGS,
-        responses={200: MissionRunOutput(many=True), 403: _FORBIDDEN, 404: _NOT_FOUND},
+        responses={200: MissionRunOutput(many=True), 403: FORBIDDEN, 404: _NOT_FOUND},
         description="The mission's latest runs (at most 50), newest first, skipped ones included.",
     )
     def get(self, request: Request, mission_id: int) -> Response:

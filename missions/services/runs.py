@@ -19,7 +19,7 @@ from garden.errors import QuotaExceeded, ServiceError
 from garden.models import Conversation, Goal
 from garden.services.conversations import conversation_create
 from garden.services.runs import goal_create, run_start
-from groups import row_locks
+from groups import lock_order
 from groups.models import GroupRequest
 from groups.services.requests import (
     conversation_request_create,
@@ -81,7 +81,7 @@ def mission_run_due(
         try:
             with transaction.atomic():
                 if room_id is not None:
-                    row_locks.lock_group(room_id)
+                    lock_order.lock_group(room_id)
                 mission = (
                     Mission.objects.select_for_update(of=("self",), no_key=True)
                     .select_related("owner", "target_agent", "target_group", "conversation")

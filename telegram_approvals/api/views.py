@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.api.errors import ApiError
+from garden.errors import ServiceError
 from telegram_approvals.bot import configured
 from telegram_approvals.selectors import bot_username, link_get
 from telegram_approvals.services import link_code_create, link_delete
@@ -36,11 +36,9 @@ class LinkCodeOutput(serializers.Serializer):
     )
 
 
-def _not_configured() -> ApiError:
-    return ApiError(
-        "TELEGRAM_NOT_CONFIGURED",
-        "Telegram is not configured on this site.",
-        status_code=status.HTTP_404_NOT_FOUND,
+def _not_configured() -> ServiceError:
+    return ServiceError(
+        "TELEGRAM_NOT_CONFIGURED", "Telegram is not configured on this site.", status=404
     )
 
 

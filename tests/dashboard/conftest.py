@@ -142,13 +142,6 @@ def open_page(chromium, dashboard_server, transactional_db) -> Iterator[Callable
 
 
 @pytest.fixture
-def signed_in(client, owner):
-    """Django's test client signed in as ``owner``."""
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
 def live_worker(celery_worker_thread):
     """The real in-process worker; a name that says why a browser test needs it."""
     return celery_worker_thread

@@ -117,3 +117,24 @@ def artifact(group: Group, *, agent: Agent, title: str, content: str) -> Artifac
         content=content,
         size=len(content),
     )
+
+
+CAUGHT_UP = "Marker: the page has shown every earlier event."
+
+
+def caught_up(page: Any, conversation, *, channel: str | None = None) -> None:
+    """The positive signal before asserting that a page shows nothing more: append a marker
+    turn to ``conversation`` now (its event on ``channel``, the group's for a group's thread)
+    and wait until the page shows it. One channel's events reach the page in the order they
+    were pushed, so whatever was pushed before the marker (a late draft, a late answer) has
+    been shown by then, and its absence means it never came."""
+    from playwright.sync_api import expect
+
+    with transaction.atomic():
+        message_append(
+            conversation_id=conversation.pk,
+            speaker_kind=Message.SpeakerKind.OWNER,
+            content=[text_block(CAUGHT_UP)],
+            channel=channel,
+        )
+    expect(page.locator("#transcript .turn", has_text=CAUGHT_UP)).to_be_visible()

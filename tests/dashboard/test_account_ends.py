@@ -96,7 +96,7 @@ def test_deactivating_in_the_admin_does_the_same(owner, django_user_model):
     assert (active.state, active.outcome) == ("stopped", DEACTIVATED)
 
 
-def signed_in(user) -> tuple[Client, list[tuple[bytes, bytes]]]:
+def socket_session(user) -> tuple[Client, list[tuple[bytes, bytes]]]:
     client = Client()
     client.force_login(user)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
@@ -109,9 +109,9 @@ def signed_in(user) -> tuple[Client, list[tuple[bytes, bytes]]]:
 
 def test_signing_out_closes_that_sessions_sockets_and_deactivation_all_of_them(owner, stranger):
     group, theirs = household(owner), household(stranger)
-    laptop, laptop_headers = signed_in(owner)
-    _, phone_headers = signed_in(owner)
-    _, their_headers = signed_in(stranger)
+    laptop, laptop_headers = socket_session(owner)
+    _, phone_headers = socket_session(owner)
+    _, their_headers = socket_session(stranger)
 
     def deactivate():
         owner.is_active = False
@@ -158,7 +158,7 @@ def test_signing_out_closes_that_sessions_sockets_and_deactivation_all_of_them(o
 
 def test_a_new_password_closes_the_persons_sockets(owner):
     group = household(owner)
-    _, headers = signed_in(owner)
+    _, headers = socket_session(owner)
 
     def new_password():
         owner.set_password("a-brand-new-passphrase")

@@ -10,12 +10,15 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from garden.models import Agent, Approval, Artifact, Conversation, Message
-from groups.models import GroupRequest
+from garden.models import Agent, Artifact, Conversation, Message
+from groups.models import Approval, GroupRequest
 from tests.conftest import wait_for
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled
+from tests.dashboard.helpers import caught_up
 from tests.garden.providers.httpserver import ScriptedServer
-from tests.groups.helpers import on_server, openai_reply, openai_stream, writer
+from tests.groups.helpers import on_server, openai_stream, writer
+from tests.support.providers import openai_reply
+from tests.support.workers import worker_quiescent
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]
 
@@ -102,7 +105,8 @@ def test_stop_ends_the_agents_running_request(open_page, owner, ledger, live_wor
     expect(page.locator("#budget")).to_contain_text("Stopped")
     request = GroupRequest.objects.get(conversation__agent=ledger)
     wait_for(lambda: GroupRequest.objects.get(pk=request.pk).state == "stopped")
-    page.wait_for_timeout(500)
+    worker_quiescent()
+    caught_up(page, request.conversation, channel=f"group-{request.group_id}")
     assert not Message.objects.filter(request=request, speaker_kind="agent").exists()
     expect(page.locator("#transcript", has_text="can go to savings")).to_have_count(0)
     assert Agent.objects.get(pk=ledger.pk).can_run

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from garden.models import Agent, Approval, McpServer
+from garden.models import Agent, McpServer
+from groups.models import Approval
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled
 from tests.dashboard.helpers import teammate
 from tests.mcp_server import McpTestServer, mcp_server, serving

@@ -12,9 +12,9 @@ from playwright.sync_api import expect
 
 from dashboard.serving import EmbeddedWorker
 from garden import events
-from garden.models import Agent, Approval, Conversation
+from garden.models import Agent, Conversation
 from garden.services.conversations import conversation_create, message_append, text_block
-from groups.models import GroupRequest
+from groups.models import Approval, GroupRequest
 from tests.conftest import _wait_until_worker_idle
 from tests.dashboard.conftest import (
     assert_controls_labelled,
@@ -24,7 +24,15 @@ from tests.dashboard.conftest import (
     tab_until,
     text_of,
 )
-from tests.dashboard.helpers import SPENDING, artifact, household, say, team_with_scribe
+from tests.dashboard.helpers import (
+    SPENDING,
+    artifact,
+    caught_up,
+    household,
+    say,
+    team_with_scribe,
+)
+from tests.support.workers import worker_quiescent
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(30)]
 
@@ -181,7 +189,8 @@ def test_stop_ends_the_whole_request(open_page, owner, live_worker):
     expect(stop).to_be_hidden()
     assert GroupRequest.objects.get().state == "stopped"
     # Ledger's call was already out; its late answer is not recorded and nothing resumes.
-    page.wait_for_timeout(3500)
+    worker_quiescent()
+    caught_up(page, GroupRequest.objects.get().conversation, channel=events.group_channel(group.pk))
     expect(page.locator("#transcript .turn--agent", has_text="income 4,200")).to_have_count(0)
 
 
@@ -355,8 +364,9 @@ def test_a_gap_in_seq_or_a_dropped_connection_refetches_the_truth(open_page, own
     expect(turns).to_have_count(1)
 
     say(group, text="Lost on the way.", speaker=ledger, channel="nowhere")
-    page.wait_for_timeout(300)
-    expect(turns).to_have_count(1)  # its event never came
+    # Its event never comes: the page learns of the turn only from the refetch that the gap in
+    # seq below sets off (the page's own turns are asserted, in order, after it).
+    expect(turns).to_have_count(1)
     say(group, text="Arrived after a gap.", speaker=ledger)
     expect(turns).to_have_text(
         [re.compile("First."), re.compile("Lost on the way."), re.compile("Arrived after a gap.")]

@@ -8,7 +8,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from garden.models import Agent, Approval
+from garden.models import Agent
+from groups.models import Approval
 from groups.services.approvals import approval_decide
 from groups.services.requests import request_create
 from tests.conftest import wait_for

@@ -14,7 +14,7 @@ from groups.models import Group
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled, tab_until
 from tests.dashboard.helpers import household, teammate
 from tests.garden.providers.httpserver import Respond, ScriptedServer
-from tests.groups.helpers import openai_reply
+from tests.support.providers import openai_reply
 from tests.telegram.conftest import bot_api  # noqa: F401  (a fixture: the local Bot API)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(60)]

@@ -12,11 +12,13 @@ from playwright.sync_api import expect
 
 from garden.models import Agent, Message
 from groups.models import GroupRequest
-from tests.conftest import _wait_until_worker_idle, wait_for
+from tests.conftest import wait_for
 from tests.dashboard.conftest import open_room, send
-from tests.dashboard.helpers import household
+from tests.dashboard.helpers import caught_up, household
 from tests.garden.providers.httpserver import ScriptedServer
-from tests.groups.helpers import on_server, openai_reply, openai_stream
+from tests.groups.helpers import on_server, openai_stream
+from tests.support.providers import openai_reply
+from tests.support.workers import worker_quiescent
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(40)]
 
@@ -94,8 +96,8 @@ def test_after_stop_mid_stream_there_is_no_half_turn(open_page, owner, live_work
     # The model's stream runs on to its end in the worker; its late drafts and its answer
     # reach neither the page nor the database.
     wait_for(lambda: model_server.sent == sent, timeout=15)
-    _wait_until_worker_idle()
-    page.wait_for_timeout(500)
+    worker_quiescent()
+    caught_up(page, GroupRequest.objects.get(group=group).conversation, channel=f"group-{group.pk}")
     expect(draft).to_have_count(0)
     expect(page.locator("#transcript", has_text="standing order")).to_have_count(0)
     request = GroupRequest.objects.get(group=group)

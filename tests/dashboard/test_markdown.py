@@ -13,7 +13,8 @@ from garden.models import Agent
 from tests.dashboard.conftest import assert_accessible, open_room, send
 from tests.dashboard.helpers import artifact, household, say
 from tests.garden.providers.httpserver import ScriptedServer
-from tests.groups.helpers import on_server, openai_reply, openai_stream
+from tests.groups.helpers import on_server, openai_stream
+from tests.support.providers import openai_reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
 

@@ -56,7 +56,7 @@ def serve(env: dict[str, str], port: int) -> subprocess.Popen:
             if httpx.get(f"http://127.0.0.1:{port}/dashboard/login/", timeout=1).status_code == 200:
                 return proc
         except httpx.TransportError:
-            time.sleep(0.2)
+            time.sleep(0.2)  # waits FOR the server to answer, with a deadline
     proc.kill()
     pytest.fail(f"rundashboard did not answer: {proc.communicate()[0]}")
 
@@ -119,7 +119,7 @@ def test_rundashboard_serves_and_works_requests_in_one_process(embedded_env):
         while time.monotonic() < deadline and not any(
             "Here is where you stand" in t for t in texts
         ):
-            time.sleep(0.3)
+            time.sleep(0.3)  # polls FOR the reply, with a deadline
             messages = client.get(f"/api/groups/{group_id}/messages").json()["messages"]
             texts = [b.get("text", "") for m in messages for b in m["content"]]
         assert any("Here is where you stand" in t for t in texts), texts
@@ -156,7 +156,7 @@ def test_a_request_of_a_server_killed_mid_step_is_answered_after_the_restart(emb
             < 1
         ):
             assert time.monotonic() < deadline, "the request never made a call"
-            time.sleep(0.1)
+            time.sleep(0.1)  # polls FOR the reservation, with a deadline
     finally:
         proc.kill()  # mid-step: a call reserved, its reply not yet written
         proc.communicate(timeout=10)
@@ -173,7 +173,7 @@ def test_a_request_of_a_server_killed_mid_step_is_answered_after_the_restart(emb
             "stopped",
         ):
             assert time.monotonic() < deadline, state
-            time.sleep(0.3)
+            time.sleep(0.3)  # polls FOR the end, with a deadline
         assert state["state"] == "completed", state
     finally:
         output = stop(proc)

@@ -17,7 +17,8 @@ from groups.models import CallReservation, GroupRequest
 from groups.services.requests import request_create
 from tests.garden.providers.httpserver import ScriptedServer
 from tests.groups.conftest import make_group
-from tests.groups.helpers import openai_reply, step_until
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +42,7 @@ def run_request(user, server, usage: tuple[int, int]) -> GroupRequest:
         coordinator.save(update_fields=["model_account"])
     server.reply(200, openai_reply("Done.", usage=usage))
     request = request_create(group=group, text="Tally the month.")
-    step_until(request)
+    drive(request)
     assert request.state == "completed", request.outcome
     return request
 

@@ -3,6 +3,7 @@
 import pytest
 
 from garden.models import Agent, Conversation, Message, ModelAccount
+from tests.support.api import assert_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -14,14 +15,6 @@ def counts():
         Conversation.objects.count(),
         Message.objects.count(),
     )
-
-
-def assert_rejected(response, field, code=None, status=400):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert body["code"]
-    fields = {(e["field"], e["code"]) for e in body["errors"]}
-    assert any(f == field and (code is None or c == code) for f, c in fields), body
 
 
 @pytest.mark.parametrize(
@@ -64,7 +57,7 @@ def assert_rejected(response, field, code=None, status=400):
 )
 def test_bad_input_is_a_400_with_field_and_code_and_writes_nothing(api, path, payload, field, code):
     before = counts()
-    assert_rejected(api.post(path, payload), field, code)
+    assert_refused(api.post(path, payload), 400, code, field=field)
     assert counts() == before
 
 
@@ -72,10 +65,15 @@ def test_empty_message_is_refused_and_writes_nothing(api, owner):
     agent = Agent.objects.get(owner=owner, handle="concierge")
     conv = api.post("/api/conversations", {"agent": agent.pk}).json()
     before = counts()
-    assert_rejected(
-        api.post(f"/api/conversations/{conv['id']}/messages", {"text": "   "}), "text", "blank"
+    assert_refused(
+        api.post(f"/api/conversations/{conv['id']}/messages", {"text": "   "}),
+        400,
+        "blank",
+        field="text",
     )
-    assert_rejected(api.post(f"/api/conversations/{conv['id']}/messages", {}), "text", "required")
+    assert_refused(
+        api.post(f"/api/conversations/{conv['id']}/messages", {}), 400, "required", field="text"
+    )
     assert counts() == before
 
 

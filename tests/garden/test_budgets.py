@@ -10,26 +10,21 @@ import pytest
 from garden.budgets import budget_check, budget_usage
 from garden.models import Agent, Message, TokenBudget
 from garden.services.accounts import model_account_create
-from groups.models import GroupRequest
+from groups.loop.step import advance_request
 from groups.payloads import request_payload
 from groups.services.requests import request_create, request_start_next
-from groups.step import advance_request
 from tests.garden.providers.httpserver import Respond, ScriptedServer
 from tests.groups.conftest import make_group
-from tests.groups.helpers import answer_of, answered_by, one_to_one, openai_reply, step_until
+from tests.groups.helpers import answer_of, answered_by, one_to_one
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 
 @pytest.fixture(autouse=True)
-def clock(monkeypatch):
-    """The budgets' clock, pinned ten seconds into a minute (and moved by the test); the
-    counters of that minute and day start empty."""
-    from django.core.cache import cache
-
-    state = {"now": (1_900_000_000 // 60) * 60 + 10.0}
-    monkeypatch.setattr("garden.budgets._clock", lambda: state["now"])
-    cache.clear()
-    yield state
-    cache.clear()
+def _ten_seconds_into_a_minute(clock):
+    """The kit's clock (the budgets read it), ten seconds into a minute; the tests move it. The
+    counters of that minute and day start empty, as every test's cache does."""
+    clock.into_a_minute(10)
 
 
 @pytest.fixture
@@ -59,19 +54,6 @@ def shared(settings, monkeypatch, operator_api, owner):
     )
 
 
-def run_to_the_end(request: GroupRequest) -> list[str]:
-    outcomes = []
-    while True:
-        request.refresh_from_db()
-        if request.state not in GroupRequest.STEPPABLE_STATES:
-            return outcomes
-        outcomes.append(
-            advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
-        )
-        if outcomes[-1].startswith("waiting"):
-            return outcomes
-
-
 def coordinated_by(owner, account):
     group = make_group(owner, concierge_rules=[], members={})
     Agent.objects.filter(pk=group.coordinator_id).update(model_account=account)
@@ -85,13 +67,13 @@ def test_past_the_days_budget_a_group_request_ends_by_name_without_a_call(
     group = coordinated_by(owner, shared)
     first = request_create(group=group, text="One.")
     request_start_next(group_id=group.pk)
-    run_to_the_end(first)
+    drive(first, until_waiting=True)
     first.refresh_from_db()
     assert first.state == "completed" and (first.input_tokens, first.output_tokens) == (60, 50)
 
     second = request_create(group=group, text="Two.")
     request_start_next(group_id=group.pk)
-    run_to_the_end(second)
+    drive(second, until_waiting=True)
     second.refresh_from_db()
     assert (second.state, second.outcome_code) == ("failed", "TOKEN_BUDGET_SPENT")
     assert "110 of 100 tokens" in second.outcome and "'shared'" in second.outcome
@@ -109,18 +91,18 @@ def test_past_the_minutes_budget_a_step_waits_and_goes_on_in_the_next_minute(
     group = coordinated_by(owner, shared)
     first = request_create(group=group, text="One.")
     request_start_next(group_id=group.pk)
-    run_to_the_end(first)
+    drive(first, until_waiting=True)
 
     second = request_create(group=group, text="Two.")
     request_start_next(group_id=group.pk)
-    assert run_to_the_end(second) == ["waiting_for_token_budget"]
+    assert drive(second, until_waiting=True) == ["waiting_for_token_budget"]
     second.refresh_from_db()
     assert second.state == "running" and second.waiting_for == "token_budget"
     assert request_payload(second)["waiting_for"] == "token_budget"
     assert second.working_reserved == 0 and len(operator_api.requests) == 1
 
     # The next minute: the step that comes back makes the call.
-    clock["now"] += 50
+    clock.advance(50)
     second.refresh_from_db()
     advance_request(request_id=second.pk, fence=second.fence, group_id=group.pk)
     second.refresh_from_db()
@@ -139,14 +121,14 @@ def test_a_one_to_one_request_waits_for_the_minute_and_ends_for_the_day(
 
     settings.GARDEN_TOKEN_BUDGET_PER_MINUTE = 110
     waiting = one_to_one(owner, agent)
-    step_until(waiting, "running")
+    drive(waiting, "running")
     assert advance_request(request_id=waiting.pk, fence=waiting.fence) == "waiting_for_token_budget"
     waiting.refresh_from_db()
     assert (waiting.state, waiting.waiting_for) == ("running", "token_budget")
     assert not Message.objects.filter(request=waiting, speaker_kind="agent").exists()
 
     settings.GARDEN_TOKEN_BUDGET_PER_DAY = 110
-    step_until(waiting)
+    drive(waiting, until_waiting=True)
     assert (waiting.state, waiting.outcome_code) == ("failed", "TOKEN_BUDGET_SPENT")
     notice = answer_of(waiting)
     assert (notice.speaker_kind, notice.kind) == ("garden", "notice")
@@ -225,7 +207,7 @@ def test_a_rollover_counts_its_tokens_and_is_not_made_past_the_budget(
     owner, shared, operator_api, settings
 ):
     from garden.budgets import budget_used
-    from groups.rollover import request_after_finish
+    from groups.loop.rollover import request_after_finish
 
     group = coordinated_by(owner, shared)
     group.room_cap_chars = 3_000
@@ -233,7 +215,7 @@ def test_a_rollover_counts_its_tokens_and_is_not_made_past_the_budget(
     operator_api.reply(200, openai_reply("Noted: " + "n" * 400, usage=(60, 50)))
     first = request_create(group=group, text="Plan the savings. " + "p" * 2_900)
     request_start_next(group_id=group.pk)
-    run_to_the_end(first)
+    drive(first, until_waiting=True)
     assert budget_used(owner_id=owner.pk, credential="shared")["day"] == 110
 
     settings.GARDEN_TOKEN_BUDGET_PER_DAY = 110

@@ -25,6 +25,7 @@ from garden.tools import ToolContext
 from garden.tools.web import http_fetch
 from tests.garden.providers.httpserver import Drip, Respond, ScriptedServer
 from tests.groups.helpers import answered_by
+from tests.support.providers import openai_reply
 
 CTX = ToolContext(owner_id=1, agent_id=1, conversation_id=1)
 
@@ -394,17 +395,7 @@ def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
 @pytest.mark.django_db
 def test_the_provider_allowlist_admits_a_local_model_server_but_not_tools(owner, server, settings):
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
-    server.reply(
-        200,
-        {
-            "choices": [
-                {
-                    "message": {"role": "assistant", "content": "Hi from Ollama"},
-                    "finish_reason": "stop",
-                }
-            ]
-        },
-    )
+    server.reply(200, openai_reply("Hi from Ollama", usage=None))
     account = model_account_create(
         owner=owner,
         name="ollama",
@@ -452,10 +443,7 @@ def test_the_account_test_names_the_refusal_and_the_success(
     assert refused["ok"] is False and refused["code"] == "EGRESS_REFUSED"
     assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
     settings.GARDEN_EGRESS_ALLOW_PROVIDERS = ["127.0.0.1"]
-    server.reply(
-        200,
-        {"choices": [{"message": {"role": "assistant", "content": "OK"}, "finish_reason": "stop"}]},
-    )
+    server.reply(200, openai_reply("OK", usage=None))
     works = api.post(f"/api/model-accounts/{forced.pk}/test").json()
     assert works == {"ok": True, "code": None, "message": "The model answered: 'OK'"}
     theirs = ModelAccount.objects.create(owner=stranger, name="x", provider="openai", model="m")

@@ -410,7 +410,7 @@ def test_a_pattern_that_backtracks_is_refused_within_a_bound_and_nothing_is_sent
     ],
 )
 def test_a_schema_garden_cannot_apply_makes_its_tool_unusable(schema, why):
-    from garden.tools.mcp import usable
+    from garden.tools.mcp_catalog import usable
 
     assert why in usable("tracker", {"name": "tool", "input_schema": schema})
     assert (

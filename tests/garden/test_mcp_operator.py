@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.core.cache import cache
 from django.core.checks import run_checks
 
 from garden.errors import ServiceError
@@ -16,19 +15,12 @@ from garden.models import Conversation
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
 from garden.tools import ToolContext, get_tool, run_tool
-from garden.tools.mcp import parse_operator_servers
+from garden.tools.mcp_operator import parse_operator_servers
 from tests.mcp_server import mcp_server
 
 pytestmark = pytest.mark.django_db
 
 STDIO_SERVER = str(Path(__file__).resolve().parent.parent / "mcp_stdio_server.py")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_listings():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def run_as(user, name, arguments):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.db import connection, connections
+from django.db import connections
 from prometheus_client.parser import text_string_to_metric_families
 
 from garden import metrics
@@ -25,7 +25,9 @@ from groups.models import GroupRequest
 from tests.dashboard.test_rundashboard import free_port
 from tests.garden.providers.httpserver import ScriptedServer, Stream
 from tests.groups.conftest import make_group
-from tests.groups.helpers import on_server, openai_reply, openai_stream
+from tests.groups.helpers import on_server, openai_stream
+from tests.support.databases import database_url
+from tests.support.providers import openai_reply
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "metrics-secret-for-tests-only"
@@ -59,7 +61,7 @@ def wait_until(predicate, timeout: float, what: str):
         found = predicate()
         if found:
             return found
-        time.sleep(0.1)
+        time.sleep(0.1)  # polls FOR a positive outcome, with a deadline
     pytest.fail(f"timed out waiting for {what}")
 
 
@@ -76,10 +78,9 @@ def test_a_scrape_counts_what_the_web_and_its_worker_did_and_refuses_anyone_else
     for agent in Agent.objects.filter(owner=owner):
         on_server(owner, agent, provider_server)
     api_token = token_create(owner=owner, name="metrics test").secret
-    s = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}",
+        "DATABASE_URL": database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "GARDEN_METRICS_TOKEN": SECRET,
         "GARDEN_METRICS_DIR": str(tmp_path / "metrics"),
@@ -213,10 +214,9 @@ def test_with_nothing_configured_recording_keeps_nothing():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.timeout(60)
 def test_a_worker_on_a_host_without_web_serves_its_own_samples_on_its_port(settings, tmp_path):
-    s = connection.settings_dict
     port = free_port()
     env = {
-        "DATABASE_URL": f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}",
+        "DATABASE_URL": database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "GARDEN_METRICS_TOKEN": SECRET,
         "GARDEN_METRICS_PORT": str(port),

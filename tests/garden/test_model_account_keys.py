@@ -21,10 +21,11 @@ from garden.selectors import account_config, account_key_status
 from garden.services.accounts import model_account_create
 from tests.garden.providers.httpserver import Respond, ScriptedServer
 from tests.groups.helpers import answered_by
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 
-OK = {"choices": [{"message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}]}
+OK = openai_reply("fine", usage=None)
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ each model call was sent (``server.requests``), the way a provider would receive
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -13,30 +12,7 @@ from channels.layers import get_channel_layer
 from garden import events
 from garden.models import Agent
 from garden.services.accounts import model_account_create
-
-
-def openai_reply(
-    content: str | None = None,
-    tool_calls: list[tuple[str, str, dict]] | tuple = (),
-    *,
-    usage: tuple[int, int] = (1, 1),
-) -> dict[str, Any]:
-    """A chat-completions answer; each tool call is ``(id, dotted name, arguments)``;
-    ``usage`` is (prompt tokens, completion tokens)."""
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name.replace(".", "__"), "arguments": json.dumps(args)},
-            }
-            for call_id, name, args in tool_calls
-        ]
-    return {
-        "choices": [{"message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
-        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]},
-    }
+from tests.support.driving import drive
 
 
 def openai_stream(reply: dict[str, Any], *, pieces: int = 4) -> list[Any]:
@@ -183,25 +159,6 @@ def next_events(layer: Any, channel: str, timeout: float = 10.0) -> list[dict[st
     return event["events"] if event["type"] == "batch" else [event]
 
 
-def step_until(request, *states: str, limit: int = 30) -> None:
-    """Deliver ``request``'s steps in this thread, as a worker would (starting it if it is
-    queued), until it is in one of ``states`` (by default, until it has ended)."""
-    from groups.models import GroupRequest
-    from groups.services.requests import request_start_next
-    from groups.step import advance_request
-
-    wanted = states or tuple(GroupRequest.FINISHED_STATES)
-    for _ in range(limit):
-        request.refresh_from_db()
-        if request.state in wanted:
-            return
-        if request.state == GroupRequest.State.QUEUED:
-            request_start_next(group_id=request.group_id)
-        else:
-            advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
-    raise AssertionError(f"request never reached {wanted}: {request.state} {request.outcome}")
-
-
 def one_to_one(owner, agent: Agent, text: str = "hello"):
     """``text`` sent to ``agent`` in a new 1:1 conversation: its request (not started)."""
     from garden.models import Conversation
@@ -227,7 +184,7 @@ def answer_of(request):
 def answered(owner, agent: Agent, text: str = "hello"):
     """``text`` sent to ``agent`` 1:1 and stepped in this thread to its end: the answer."""
     request = one_to_one(owner, agent, text)
-    step_until(request)
+    drive(request)
     return answer_of(request)
 
 

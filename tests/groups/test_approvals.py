@@ -4,7 +4,6 @@ once on approval, a rejection resumes without it, and Stop wins over a late appr
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -12,11 +11,12 @@ from django.db import connections
 from django.utils import timezone
 
 from garden.errors import ServiceError
-from garden.models import Agent, Approval, Artifact, Message
-from groups.models import CallReservation, GroupRequest
+from garden.models import Agent, Artifact, Message
+from groups.models import Approval, CallReservation, GroupRequest
 from groups.services.approvals import approval_decide, sweep_stranded
 from groups.services.requests import request_create, request_stop_active
 from tests.conftest import wait_for
+from tests.support.workers import queued_tasks, worker_quiescent
 
 WRITE = {
     "name": "file.write",
@@ -71,7 +71,7 @@ def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once
         Message.objects.filter(request=request).exclude(kind="activity").count(),
         CallReservation.objects.count(),
     )
-    time.sleep(1.5)  # a window in which no step may run
+    worker_quiescent()  # whatever the pause would let run has run by now
     assert (
         Message.objects.filter(request=request).exclude(kind="activity").count(),
         CallReservation.objects.count(),
@@ -104,7 +104,7 @@ def test_an_approval_suspends_the_whole_request_and_approve_runs_the_action_once
     with pytest.raises(ServiceError) as err:
         approval_decide(user=owner, approval_id=approval.pk, decision="reject")
     assert (err.value.code, err.value.status) == ("APPROVAL_ALREADY_DECIDED", 409)
-    time.sleep(0.5)
+    worker_quiescent()
     assert (
         Artifact.objects.filter(title="Savings plan", conversation=request.conversation).count()
         == 1
@@ -135,7 +135,7 @@ def test_stop_then_approve_is_refused_and_nothing_runs(celery_worker_thread, wri
     with pytest.raises(ServiceError) as err:
         approval_decide(user=owner, approval_id=approval.pk, decision="approve")
     assert err.value.status == 409
-    time.sleep(1.0)
+    worker_quiescent()
     assert state_of(request) == "stopped" and Artifact.objects.count() == 0
     approval.refresh_from_db()
     assert approval.status == "rejected" and approval.executed_at is None
@@ -146,10 +146,10 @@ def test_stop_then_approve_is_refused_and_nothing_runs(celery_worker_thread, wri
 @pytest.mark.django_db(transaction=True)
 def test_fifty_concurrent_duplicate_approvals_run_the_action_once(writing_group, owner):
     from groups.services.approvals import approval_execute
-    from tests.groups.helpers import step_until
+    from tests.support.driving import drive
 
     request = request_create(group=writing_group, text="Write down the savings plan.")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     approval = Approval.objects.get(request=request, status="pending")
     results, errors = [], []
     barrier = threading.Barrier(50)
@@ -180,21 +180,20 @@ def test_fifty_concurrent_duplicate_approvals_run_the_action_once(writing_group,
 def test_without_a_worker_an_approved_request_stays_suspended_until_one_runs(
     writing_group, owner, transactional_db
 ):
-    from celery.contrib.testing.worker import start_worker
-
     from config.celery import app
-    from tests.groups.helpers import step_until
+    from tests.support.driving import drive
+    from tests.support.workers import threads_worker
 
     app.control.purge()
     request = request_create(group=writing_group, text="Write down the savings plan.")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     approval = Approval.objects.get(request=request, status="pending")
+    before = queued_tasks()
     approval_decide(user=owner, approval_id=approval.pk, decision="approve", surface="telegram")
-    time.sleep(0.5)
+    # The approved action's task is in the broker, and with no worker nothing has taken it.
+    assert queued_tasks() == before + 1
     assert state_of(request) == "awaiting_approval" and Artifact.objects.count() == 0
-    with start_worker(
-        app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=15
-    ):
+    with threads_worker(2, purge=False):
         wait_for(lambda: state_of(request) == "completed", timeout=30)
     assert Artifact.objects.count() == 1
 
@@ -316,7 +315,8 @@ def test_a_threads_approvals_are_listed_decided_ones_too(
 def test_an_action_approved_with_changes_runs_once_with_the_changed_arguments(
     celery_worker_thread, api, owner
 ):
-    from garden.models import Approval, Artifact, Message
+    from garden.models import Artifact, Message
+    from groups.models import Approval
     from tests.conftest import wait_for
     from tests.groups.helpers import answer_of, one_to_one, writer
 
@@ -364,12 +364,13 @@ def test_an_action_approved_with_changes_runs_once_with_the_changed_arguments(
 @pytest.mark.django_db
 def test_telegram_cannot_carry_changed_arguments_and_unchanged_ones_are_no_change(owner):
     from garden.errors import ServiceError
-    from garden.models import Approval
+    from groups.models import Approval
     from groups.services.approvals import approval_decide
-    from tests.groups.helpers import one_to_one, step_until, writer
+    from tests.groups.helpers import one_to_one, writer
+    from tests.support.driving import drive
 
     request = one_to_one(owner, writer(owner), "Write the plan.")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     approval = Approval.objects.get(request=request)
     with pytest.raises(ServiceError) as refused:
         approval_decide(
@@ -399,7 +400,7 @@ def test_a_members_pause_ends_the_coordinators_turn_and_its_other_calls_do_not_r
     approval, Ledger finishes and the turn is Concierge's — Advisor's ask from the paused
     turn is answered NOT_RUN and Advisor never speaks."""
     from groups.services.approvals import approval_execute
-    from tests.groups.helpers import step_until
+    from tests.support.driving import drive
 
     write = {"name": "file.write", "arguments": {"title": "Plan", "content": "Save 800."}}
     remember = {"name": "memory.remember", "arguments": {"text": "Rent 1,400"}}
@@ -424,7 +425,7 @@ def test_a_members_pause_ends_the_coordinators_turn_and_its_other_calls_do_not_r
         enabled_tools=["file.write", "memory.remember"], approval_tools=["file.write"]
     )
     request = request_create(group=group, text="Make a plan.")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     results = {
         b["call_id"]: b
         for m in Message.objects.filter(request=request, kind="turn")
@@ -436,7 +437,7 @@ def test_a_members_pause_ends_the_coordinators_turn_and_its_other_calls_do_not_r
     approval = Approval.objects.get(request=request)
     approval_decide(user=owner, approval_id=approval.pk, decision="approve")
     assert approval_execute(approval_id=approval.pk) == "executed"
-    step_until(request)
+    drive(request)
     assert request.state == "completed"
     spoke = [
         m.speaker_agent.handle

@@ -7,7 +7,9 @@ import pytest
 
 from garden.models import Agent, Message
 from groups.services.requests import request_create
-from tests.groups.helpers import on_server, openai_reply, step_until
+from tests.groups.helpers import on_server
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +68,7 @@ def test_the_coordinator_receives_the_answer_to_its_ask_as_attributed_room_conte
     )
     provider_server.reply(200, openai_reply("The rent is 1,400."))
     request = request_create(group=group, text="What is the rent?")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert request.state == "completed", request.outcome
     first, second = [r.body["messages"] for r in provider_server.requests]
     assert [m for m in first if m["role"] == "tool"] == []
@@ -88,7 +90,7 @@ def test_a_member_asks_for_help_through_the_coordinator_when_allowlisted(group_f
     ledger = Agent.objects.get(owner=owner, handle="ledger")
     ledger.delegation_allowlist.add(Agent.objects.get(owner=owner, handle="advisor"))
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert said(request) == ["ledger", "advisor", "concierge"]
     assert "Scheduled through @concierge" in results(request, "ledger")[0]["content"]
     activity = Message.objects.filter(request=request, kind="activity").values_list(
@@ -100,7 +102,7 @@ def test_a_member_asks_for_help_through_the_coordinator_when_allowlisted(group_f
 def test_help_outside_the_allowlist_is_refused_and_queues_no_one(group_factory):
     group = team(group_factory)
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     refused = results(request, "ledger")[0]
     assert refused["is_error"] and refused["content"].startswith("NOT_IN_DELEGATION_ALLOWLIST")
     assert "advisor" not in said(request)
@@ -125,7 +127,7 @@ def test_asking_a_non_member_is_a_named_error_and_queues_no_one(group_factory, o
         members={"ledger": []},
     )
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     error = results(request, "concierge")[0]
     assert error["is_error"] and error["content"].startswith("NOT_A_MEMBER")
     assert said(request) == ["concierge"]
@@ -142,7 +144,7 @@ def test_bad_ask_arguments_are_refused_by_schema(group_factory):
         members={"ledger": []},
     )
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert results(request, "concierge")[0]["content"].startswith("INVALID_TOOL_ARGUMENTS")
 
 
@@ -159,7 +161,7 @@ def test_a_request_for_help_is_spoken_by_the_asking_member_not_the_coordinator(
     on_server(owner, advisor, provider_server)
     provider_server.reply(200, openai_reply("Plan checked."))
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert said(request) == ["ledger", "advisor", "concierge"]
     (asked,) = Message.objects.filter(request=request, kind="coordination", addressed_agent=advisor)
     assert asked.speaker_kind == "agent" and asked.speaker_agent == ledger

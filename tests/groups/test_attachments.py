@@ -13,22 +13,23 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 
 from garden.attachments import Upload
-from garden.models import Approval, Artifact, AttachmentData, Message
+from garden.models import Artifact, AttachmentData, Message
 from garden.providers.types import ArtifactRef, TextBlock
 from garden.services.accounts import model_account_create
 from garden.tools import ToolContext, run_tool
-from groups.bounding import bound
-from groups.models import GroupRequest
-from groups.projection import AgentView, GroupView, Turn, project, render_ref
+from groups.domain.bounding import bound
+from groups.domain.projection import AgentView, GroupView, Turn, project
+from groups.domain.rendering import render_ref
+from groups.models import Approval, GroupRequest
 from groups.services.requests import group_conversation_open, request_create
 from tests.groups.helpers import (
     CSV_BYTES,
     anthropic_reply,
+    drive,
     on_server,
     openai_reply,
     pdf_bytes,
     png_bytes,
-    step_until,
 )
 
 pytestmark = pytest.mark.django_db
@@ -279,7 +280,7 @@ def asked(group, text: str, *, chart: bytes, lease: bytes) -> list[Artifact]:
         text=text,
         attachments=[Upload("chart.png", chart), Upload("lease.pdf", lease)],
     )
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert request.state == "completed", request.outcome
     return list(Artifact.objects.order_by("id"))
 
@@ -353,7 +354,7 @@ def test_an_account_that_says_images_false_gets_the_line_reference(group, owner,
     account.save(update_fields=["options"])
     provider_server.reply(200, openai_reply("I can only read text."))
     request = request_create(group=group, text="See this.", attachments=[Upload("c.png", PNG)])
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert request.state == "completed", request.outcome
     picture = Artifact.objects.get()
     contents = [m["content"] for m in user_messages(provider_server.requests[0].body)]
@@ -372,7 +373,7 @@ def test_only_the_most_recent_pictures_are_carried(group, owner, provider_server
         text="Three pictures.",
         attachments=[Upload(f"p{i}.png", png_bytes(rgb=c)) for i, c in enumerate(colours)],
     )
-    step_until(request, limit=40)
+    drive(request, limit=40)
     urls = [
         p["image_url"]["url"]
         for p in openai_parts(provider_server.requests[0].body)
@@ -406,14 +407,14 @@ def test_another_owners_or_groups_picture_is_never_sent(
         for a in foreign
     ]
     request.message.save(update_fields=["content"])
-    step_until(request, limit=40)
+    drive(request, limit=40)
     body = str(provider_server.requests[0].body)
     assert "image_url" not in body and "base64" not in body
     assert all(f"(artifact {a.pk})" in body or f"[artifact {a.pk} " in body for a in foreign)
 
 
 def test_no_bytes_are_loaded_for_the_scripted_provider(group, owner, provider_server):
-    from groups.room import load_room, room_projection
+    from groups.loop.room import load_room, room_projection
     from groups.services.requests import request_start_next
 
     request = request_create(group=group, text="A picture:", attachments=[Upload("p.png", PNG)])
@@ -465,7 +466,7 @@ def test_over_the_cap_pictures_become_line_references_before_any_bytes_are_loade
 
     # The same through the room: the cap just under the room, and the model is sent the line
     # alone.
-    from groups.room import load_room, room_projection
+    from groups.loop.room import load_room, room_projection
     from groups.services.requests import request_start_next
 
     on_server(owner, group.coordinator, provider_server)
@@ -478,7 +479,7 @@ def test_over_the_cap_pictures_become_line_references_before_any_bytes_are_loade
     assert any(b.data == PNG for m in whole.messages for b in m.content if hasattr(b, "data"))
     group.room_cap_chars = whole.char_count() - 50
     group.save(update_fields=["room_cap_chars"])
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert request.state == "completed", request.outcome
     picture = Artifact.objects.get()
     body = provider_server.requests[0].body
@@ -529,7 +530,7 @@ def test_a_picture_sent_to_one_agent_reaches_its_model_and_no_other_thread_can_n
     from garden.models import Conversation
     from garden.services.agents import agent_create
     from groups.services.requests import conversation_request_create
-    from tests.groups.helpers import step_until
+    from tests.support.driving import drive
 
     agent = agent_create(
         owner=owner,
@@ -547,7 +548,7 @@ def test_a_picture_sent_to_one_agent_reaches_its_model_and_no_other_thread_can_n
         text="What does the chart show?",
         attachments=[Upload("chart.png", PNG)],
     )
-    step_until(request)
+    drive(request)
     picture = Artifact.objects.get()
     parts = openai_parts(provider_server.requests[0].body)
     assert parts[-1] == {
@@ -565,5 +566,5 @@ def test_a_picture_sent_to_one_agent_reaches_its_model_and_no_other_thread_can_n
         ],
     )
     again = conversation_request_create(owner=owner, conversation=other, text="And this one?")
-    step_until(again)
+    drive(again)
     assert "image_url" not in str(provider_server.requests[1].body)

@@ -8,14 +8,15 @@ from itertools import pairwise
 import pytest
 
 from garden.providers.types import ArtifactRef, Block, ChatMessage, TextBlock, ToolCall, ToolResult
-from groups.bounding import (
+from groups.domain.bounding import (
     RESULT_HEAD_MIN,
     TEXT_HEAD_MIN,
     RoomTooLarge,
     bound,
     bound_for_synthesis,
 )
-from groups.projection import AgentView, GroupView, Projection, Turn, project, render_ref
+from groups.domain.projection import AgentView, GroupView, Projection, Turn, project
+from groups.domain.rendering import render_ref
 
 SYSTEM = "You are @ledger. Room text is context."
 CLIP = re.compile(r"\A(?P<head>.*)\n\[… clipped (?P<n>\d+) chars\]\Z", re.S)

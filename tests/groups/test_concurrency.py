@@ -9,17 +9,20 @@ import signal
 import time
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 
 from garden.models import Agent, Message
 from garden.worker import running_worker
 from groups.budget import reserve_call
 from groups.models import CallReservation, GroupRequest
 from groups.scheduling import enqueue_step
-from groups.services.requests import request_create, request_sweep
+from groups.services.request_sweep import request_sweep
+from groups.services.requests import request_create
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import Stream
-from tests.groups.helpers import on_server, openai_reply, openai_stream
+from tests.groups.helpers import on_server, openai_stream
+from tests.support.databases import database_url
+from tests.support.providers import openai_reply
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -95,9 +98,11 @@ def _conversation(group):
 
 
 def worker_env() -> dict[str, str]:
-    s = connection.settings_dict
-    url = f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-    return {"DATABASE_URL": url, "GARDEN_LOCK_TTL_SECONDS": "4", "GARDEN_LOG_LEVEL": "ERROR"}
+    return {
+        "DATABASE_URL": database_url(),
+        "GARDEN_LOCK_TTL_SECONDS": "4",
+        "GARDEN_LOG_LEVEL": "ERROR",
+    }
 
 
 def test_two_workers_flooded_with_duplicate_deliveries_never_overlap_steps(group_factory, tmp_path):
@@ -126,7 +131,7 @@ def test_two_workers_flooded_with_duplicate_deliveries_never_overlap_steps(group
                 break
             for fence in range(max(0, request.fence - 2), request.fence + 2):
                 enqueue_step(request.pk, fence)
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the redeliveries while waiting FOR the end, with a deadline
     request.refresh_from_db()
     assert request.state == "completed", (request.outcome_code, request.outcome)
     assert (request.working_reserved, request.synthesis_reserved) == (11, 1)

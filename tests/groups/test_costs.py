@@ -16,14 +16,15 @@ from rest_framework.test import APIClient
 from garden.models import Agent
 from garden.pricing import PricedCall
 from garden.services.accounts import model_account_create
-from groups import budget, row_locks
-from groups.fencing import StaleStep, fenced
+from groups import budget, lock_order
+from groups.loop.fencing import StaleStep, fenced
+from groups.loop.rollover import request_after_finish
+from groups.loop.room import load_room
 from groups.models import CallReservation, GroupRequest
 from groups.payloads import request_payload
-from groups.rollover import request_after_finish
-from groups.room import load_room
 from groups.services.requests import request_create, request_start_next
-from tests.groups.helpers import openai_reply, step_until
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 ASK_LEDGER = ("call-1", "group.ask", {"member": "ledger", "request": "Sum the rent."})
 ASK_SCOUT = ("call-2", "group.ask", {"member": "scout", "request": "Find the lease."})
@@ -69,7 +70,7 @@ def test_a_requests_cost_is_its_calls_tokens_at_the_tables_prices_per_member(
     provider_server.reply(200, openai_reply("The rent is 1,400.", usage=concluded))
     request = request_create(group=group, text="What is the rent?")
 
-    step_until(request)
+    drive(request)
 
     assert request.state == "completed", request.outcome
     concierge_cost = table("gpt-4o", asked) + table("gpt-4o", concluded)
@@ -122,7 +123,7 @@ def test_an_override_wins_and_a_model_without_a_price_is_unpriced(
     provider_server.reply(200, openai_reply("The rent is 1,400.", usage=(3000, 200)))
     request = request_create(group=group, text="What is the rent?")
 
-    step_until(request)
+    drive(request)
 
     assert request.state == "completed", request.outcome
     # The operator's price, not the table's: (1000 + 3000) x $1 + (100 + 200) x $4.5, per M.
@@ -152,7 +153,7 @@ def test_a_call_is_recorded_and_counted_in_the_statement_that_consumes_it(group_
     unpriced = budget.reserve_call(purpose=CallReservation.Purpose.WORKING, **reserve)
 
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        first = row_locks.lock_request_values(
+        first = lock_order.lock_request_values(
             request.pk,
             "input_tokens",
             "cost",
@@ -161,7 +162,7 @@ def test_a_call_is_recorded_and_counted_in_the_statement_that_consumes_it(group_
             call=PricedCall("openai", "gpt-4o", 1_000, 100, Decimal("0.003500000")),
         )
     with transaction.atomic():
-        second = row_locks.lock_request_values(
+        second = lock_order.lock_request_values(
             request.pk,
             "input_tokens",
             "cost",
@@ -222,7 +223,7 @@ def test_the_rollover_summary_call_is_recorded_and_counted_on_its_request(
     provider_server.reply(200, openai_reply("Noted: " + "n" * 400, usage=(900, 20)))
     provider_server.reply(200, openai_reply("SUMMARY: the plan.", usage=(1500, 60)))
     request = request_create(group=group, text="Plan the savings. " + "p" * 2_900)
-    step_until(request)
+    drive(request)
     assert request.state == "completed", request.outcome
 
     assert request_after_finish(request_id=request.pk) == "rolled"
@@ -243,7 +244,7 @@ def test_the_rollover_summary_call_is_recorded_and_counted_on_its_request(
 def test_another_owners_request_costs_are_404(group_factory, owner, stranger):
     group = group_factory(concierge_rules=[], members={})
     request = request_create(group=group, text="hello")
-    step_until(request)
+    drive(request)
     client = APIClient()
     client.force_login(stranger)
 

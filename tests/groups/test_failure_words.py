@@ -9,7 +9,7 @@ from garden.models import Agent, Message
 from groups.models import CallReservation
 from groups.services.requests import request_create
 from tests.garden.providers.httpserver import unused_port
-from tests.groups.helpers import step_until
+from tests.support.driving import drive
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def test_in_the_room_a_member_whose_server_is_down_is_said_so_in_the_same_words(
     account.base_url = f"http://127.0.0.1:{unused_port()}/v1"
     account.save()
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     notice = Message.objects.get(request=request, kind="notice")
     text = notice.content[0]["text"]
     assert text.startswith("@ledger's contribution did not come: its model call failed")

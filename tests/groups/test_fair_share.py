@@ -10,16 +10,10 @@ from garden.models import Agent
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
 from groups.models import GroupRequest
-from tests.conftest import CsrfClient, wait_for
+from tests.conftest import wait_for
 from tests.groups.conftest import make_group
-
-
-def signed_in(user) -> CsrfClient:
-    from rest_framework.test import APIClient
-
-    client = APIClient(enforce_csrf_checks=True)
-    client.force_login(user)
-    return CsrfClient(client)
+from tests.support.api import sign_in
+from tests.support.driving import drive
 
 
 def slow_group(owner, name: str, delay: float):
@@ -55,7 +49,7 @@ def test_a_flood_is_refused_and_waits_behind_its_own_cap_while_another_owner_is_
         concierge_default="Answered.",
         members={"ledger": []},
     )
-    a, b = signed_in(flooder), signed_in(other)
+    a, b = sign_in(flooder), sign_in(other)
 
     responses = [
         a.post(f"/api/groups/{g.pk}/messages", {"text": f"task {i}"})
@@ -209,9 +203,8 @@ def test_call_slots_cap_an_owner_and_free_on_release(owner, stranger, settings):
         slot_release(owner_id=owner.pk, token=token)
 
 
-def test_a_reply_runs_at_most_the_tool_cap_and_the_rest_are_answered_not_run(
-    celery_worker_thread, owner, settings
-):
+@pytest.mark.django_db
+def test_a_reply_runs_at_most_the_tool_cap_and_the_rest_are_answered_not_run(owner, settings):
     from garden.models import Message
     from groups.services.requests import request_create
 
@@ -227,7 +220,7 @@ def test_a_reply_runs_at_most_the_tool_cap_and_the_rest_are_answered_not_run(
     )
     Agent.objects.filter(pk=group.coordinator_id).update(enabled_tools=["memory.recall"])
     request = request_create(group=group, text="Recall everything, five times.")
-    wait_for(lambda: GroupRequest.objects.get(pk=request.pk).is_finished, timeout=30)
+    drive(request)
     results = [
         b
         for m in Message.objects.filter(request=request)

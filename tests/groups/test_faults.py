@@ -10,13 +10,14 @@ import random
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connections
 
 from bench.fake_provider import FakeProvider
 from bench.fault_harness import Harness
 from bench.fault_mcp import AGENT_TOOL, Tracker
 from bench.fault_processes import popen_spawner, worker_env
 from bench.fault_scenarios import scenario_approvals, scenario_kill, scenario_stop
+from tests.support.databases import database_url
 
 pytestmark = [
     pytest.mark.postgres,
@@ -28,15 +29,11 @@ pytestmark = [
 
 @pytest.fixture
 def harness(tmp_path, loopback_providers):
-    s = connection.settings_dict
-    database_url = (
-        f"postgres://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-    )
     provider = FakeProvider(seed=11).start()
     h = Harness(
         provider_url=provider.url,
         log=lambda line: None,
-        spawn=popen_spawner(tmp_path, worker_env(database_url, settings.REDIS_URL)),
+        spawn=popen_spawner(tmp_path, worker_env(database_url(), settings.REDIS_URL)),
     )
     connections.close_all()
     h.start_sweeper()

@@ -9,8 +9,8 @@ from django.db import transaction
 from garden.models import Agent, Artifact, Message
 from garden.tools import ToolContext, run_tool
 from groups.services.requests import group_conversation_open, request_create
-from tests.conftest import wait_for
 from tests.groups.conftest import make_group
+from tests.support.driving import drive
 
 PLAN = "Savings plan\n" + "Save 800 a month by standing order on payday. " * 40
 
@@ -107,8 +107,8 @@ def test_bad_reads_are_named(team):
         assert run_tool(ctx, "file.read", args).code == "INVALID_TOOL_ARGUMENTS"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_member_reads_another_members_document_in_a_request(celery_worker_thread, owner):
+@pytest.mark.django_db
+def test_a_member_reads_another_members_document_in_a_request(owner):
     group = make_group(
         owner,
         concierge_rules=[
@@ -146,7 +146,7 @@ def test_a_member_reads_another_members_document_in_a_request(celery_worker_thre
     }
     account.save(update_fields=["options"])
     request = request_create(group=group, text="What does the plan say?")
-    wait_for(lambda: request.__class__.objects.get(pk=request.pk).state == "completed", timeout=30)
+    drive(request, "completed")
     result = Message.objects.get(
         request=request, content__0__type="tool_result", speaker_agent=advisor
     )

@@ -1,16 +1,13 @@
 """The /api/groups routes: owner-only, CSRF on every write, the rule set's named errors as 400s
 that write nothing, deletion with a minute of undo, clear and archive."""
 
-import json
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
 from django.utils import timezone
 
 from garden.models import (
     Agent,
-    Approval,
     Artifact,
     Conversation,
     MemoryNote,
@@ -20,8 +17,9 @@ from garden.models import (
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
-from groups.models import Group, GroupRequest, Membership
+from groups.models import Approval, Group, GroupRequest, Membership
 from groups.services.groups import group_create
+from tests.support.api import assert_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -81,14 +79,6 @@ def counts():
         ),
         list(Membership.objects.order_by("pk").values_list("group_id", "agent_id", "position")),
     )
-
-
-def assert_rejected(response, field, code, status=400):
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert body["code"] and body["message"]
-    pairs = {(e["field"], e["code"]) for e in body["errors"]}
-    assert (field, code) in pairs, body
 
 
 def member_handles(body):
@@ -247,7 +237,7 @@ def test_create_refusals_are_400s_with_field_and_code_and_write_nothing(
 ):
     team = {**team, "theirs": make_agent(stranger, "theirs")}
     before = counts()
-    assert_rejected(api.post("/api/groups", payload(team)), field, code)
+    assert_refused(api.post("/api/groups", payload(team)), 400, code, field=field)
     assert counts() == before
 
 
@@ -325,16 +315,17 @@ def test_change_refusals_are_400s_with_field_and_code_and_write_nothing(
 ):
     team = {**team, "theirs": make_agent(stranger, "theirs")}
     before = counts()
-    assert_rejected(api.patch(f"/api/groups/{group.pk}", payload(team)), field, code)
+    assert_refused(api.patch(f"/api/groups/{group.pk}", payload(team)), 400, code, field=field)
     assert counts() == before
 
 
 def test_a_coordinator_outside_the_members_is_refused_on_change(api, team, group, owner):
     outsider = make_agent(owner, "outsider")
-    assert_rejected(
+    assert_refused(
         api.patch(f"/api/groups/{group.pk}", {"coordinator": outsider.pk}),
-        "coordinator",
+        400,
         "COORDINATOR_NOT_MEMBER",
+        field="coordinator",
     )
 
 
@@ -375,13 +366,14 @@ def test_a_removed_member_does_not_block_a_rename_and_can_be_taken_out(api, team
     assert member_handles(taken_out.json()) == ["concierge", "ledger"]
 
     # Adding it back is bringing it in: refused.
-    assert_rejected(
+    assert_refused(
         api.patch(
             f"/api/groups/{group.pk}",
             {"members": [team["concierge"].pk, team["ledger"].pk, team["advisor"].pk]},
         ),
-        "members",
+        400,
         "MEMBER_REMOVED",
+        field="members",
     )
 
 
@@ -432,16 +424,8 @@ def test_unknown_group_is_404(api):
 # --- delete, undo, restore ------------------------------------------------------------------
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    """Moves ``timezone.now`` as the services see it; nothing sleeps."""
-    state = {"now": timezone.now()}
-    monkeypatch.setattr("groups.services.groups.timezone.now", lambda: state["now"])
-    return state
-
-
 def test_delete_answers_undo_until_and_leaves_every_read(api, group, clock):
-    t0 = clock["now"]
+    t0 = clock.now
     response = api.delete(f"/api/groups/{group.pk}")
     assert response.status_code == 200, response.content
     undo_until = response.json()["undoUntil"]
@@ -457,7 +441,7 @@ def test_delete_answers_undo_until_and_leaves_every_read(api, group, clock):
 def test_restore_at_59_seconds_brings_it_back_as_it_was(api, group, clock):
     before = api.get(f"/api/groups/{group.pk}").json()
     api.delete(f"/api/groups/{group.pk}")
-    clock["now"] += timedelta(seconds=59)
+    clock.advance(59)
     response = api.post(f"/api/groups/{group.pk}/restore")
     assert response.status_code == 200, response.content
     assert response.json() == before
@@ -466,9 +450,9 @@ def test_restore_at_59_seconds_brings_it_back_as_it_was(api, group, clock):
 
 def test_restore_at_61_seconds_is_gone(api, group, clock):
     api.delete(f"/api/groups/{group.pk}")
-    clock["now"] += timedelta(seconds=61)
-    assert_rejected(
-        api.post(f"/api/groups/{group.pk}/restore"), "non_field_errors", "UNDO_EXPIRED", status=410
+    clock.advance(61)
+    assert_refused(
+        api.post(f"/api/groups/{group.pk}/restore"), 410, "UNDO_EXPIRED", field="non_field_errors"
     )
     group.refresh_from_db()
     assert group.deleted_at is not None
@@ -501,21 +485,16 @@ def test_delete_stops_the_active_request_and_rejects_its_approval(api, group, te
 
 
 def test_delete_and_change_push_one_event_each_after_commit(
-    api, group, team, monkeypatch, django_capture_on_commit_callbacks
+    api, group, team, captured_events, django_capture_on_commit_callbacks
 ):
-    sent = []
-
-    def record(*, channel, event):
-        payload = json.loads(json.dumps(event))
-        transaction.on_commit(lambda: sent.append((channel, payload)))
-
-    # The one event function, seen from the services; what reaches Channels is events.py's.
-    monkeypatch.setattr("garden.events.send_event_on_commit", record)
-    with django_capture_on_commit_callbacks(execute=True):
+    with django_capture_on_commit_callbacks(execute=False) as waiting:
         api.patch(f"/api/groups/{group.pk}", {"name": "Renamed"})
+    assert captured_events == []  # nothing is pushed before the commit
+    for callback in waiting:
+        callback()
     with django_capture_on_commit_callbacks(execute=True):
         api.delete(f"/api/groups/{group.pk}")
-    assert [(c, p["type"], p["group"]["name"]) for c, p in sent] == [
+    assert [(c, p["type"], p["group"]["name"]) for c, p in captured_events] == [
         (f"group-{group.pk}", "group.updated", "Renamed"),
         (f"group-{group.pk}", "group.deleted", "Renamed"),
     ]

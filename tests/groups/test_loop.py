@@ -1,18 +1,14 @@
-"""The coordinator loop through a real Celery worker: routing, asks, conclusion, budget."""
+"""The coordinator loop: one request end to end through a real Celery worker, and its routing
+driven inline (the worker adds nothing to which speaker comes next)."""
+
+import pytest
 
 from garden.models import Message
 from groups.demo import household_finances
-from groups.models import CallReservation, GroupRequest
+from groups.models import CallReservation
 from groups.services.requests import request_create
 from tests.conftest import wait_for
-
-
-def finished(request):
-    def check():
-        request.refresh_from_db()
-        return request.state in GroupRequest.FINISHED_STATES
-
-    return check
+from tests.support.driving import drive, finished
 
 
 def turns(request):
@@ -51,10 +47,11 @@ def test_a_full_request_ends_with_one_conclusion(celery_worker_thread, owner):
     assert CallReservation.objects.filter(request=request, status="consumed").count() == 4
 
 
-def test_mentions_route_to_members_in_order_then_the_coordinator(celery_worker_thread, owner):
+@pytest.mark.django_db
+def test_mentions_route_to_members_in_order_then_the_coordinator(owner):
     group = household_finances(owner)
     request = request_create(group=group, text="@advisor and @ledger, exclude that reimbursement")
-    wait_for(finished(request), timeout=30)
+    drive(request)
     said = [t[0] for t in turns(request) if t[1] == "turn"]
     assert said == ["owner", "advisor", "ledger", "concierge"], turns(request)
     assert request.state == "completed"

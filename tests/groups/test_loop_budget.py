@@ -8,13 +8,15 @@ import pytest
 
 from garden.models import Agent, Message
 from garden.services.accounts import model_account_create
+from groups.domain.projection import SYNTHESIS_INSTRUCTION
+from groups.loop.step import advance_request
 from groups.models import CallReservation, GroupRequest
-from groups.projection import SYNTHESIS_INSTRUCTION
 from groups.services.requests import request_create
-from groups.step import advance_request
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import ScriptedServer
-from tests.groups.helpers import on_server, openai_reply, step_until, tool_names
+from tests.groups.helpers import on_server, tool_names
+from tests.support.driving import drive, finished
+from tests.support.providers import openai_reply
 
 ASK_LEDGER = {
     "name": "group.ask",
@@ -22,16 +24,9 @@ ASK_LEDGER = {
 }
 
 
-def finished(request):
-    def check():
-        request.refresh_from_db()
-        return request.state in GroupRequest.FINISHED_STATES
-
-    return check
-
-
+@pytest.mark.django_db
 def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synthesis(
-    celery_worker_thread, group_factory, owner, provider_server
+    group_factory, owner, provider_server
 ):
     group = group_factory(concierge_rules=[], members={"ledger": [{"reply": "A figure."}]})
     # The coordinator answers from a local HTTP server, so the test reads what each of its
@@ -47,7 +42,7 @@ def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synth
         )
     provider_server.reply(200, openai_reply("Final: here is everything we found."))
     request = request_create(group=group, text="Keep digging.")
-    wait_for(finished(request), timeout=60)
+    drive(request)
     assert request.state == "completed", request.outcome
     assert request.outcome_code == "SYNTHESIZED"
     assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
@@ -73,9 +68,8 @@ def test_a_coordinator_that_asks_forever_gets_eleven_working_calls_and_one_synth
     assert last["role"] == "user" and last["content"].endswith(SYNTHESIS_INSTRUCTION)
 
 
-def test_synthesis_is_skipped_when_the_coordinator_concluded_after_the_last_member(
-    celery_worker_thread, group_factory
-):
+@pytest.mark.django_db
+def test_synthesis_is_skipped_when_the_coordinator_concluded_after_the_last_member(group_factory):
     group = group_factory(
         concierge_rules=[
             {"after_tool_result": True, "reply": "Concluded with Ledger's figure."},
@@ -84,12 +78,13 @@ def test_synthesis_is_skipped_when_the_coordinator_concluded_after_the_last_memb
         members={"ledger": [{"reply": "A figure."}]},
     )
     request = request_create(group=group, text="One figure please.")
-    wait_for(finished(request))
+    drive(request)
     assert (request.state, request.outcome_code) == ("completed", "CONCLUDED")
     assert (request.working_reserved, request.synthesis_reserved) == (3, 0)
 
 
-def test_two_asks_in_one_response_are_answered_together(celery_worker_thread, group_factory):
+@pytest.mark.django_db
+def test_two_asks_in_one_response_are_answered_together(group_factory):
     group = group_factory(
         concierge_rules=[
             {"after_tool_result": True, "reply": "Both answered."},
@@ -111,7 +106,7 @@ def test_two_asks_in_one_response_are_answered_together(celery_worker_thread, gr
         members={"ledger": [{"reply": "L."}], "advisor": [{"reply": "A."}]},
     )
     request = request_create(group=group, text="Go.")
-    wait_for(finished(request))
+    drive(request)
     order = [
         (
             m.speaker_agent.handle,
@@ -268,7 +263,7 @@ def test_a_mention_in_generated_text_schedules_nothing(
         },
     )
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
     assert not Message.objects.filter(request=request, speaker_agent__handle="advisor").exists()
     assert request.state == "completed"
 
@@ -278,13 +273,13 @@ def advance_uncontended(request_id: int, fence: int) -> str:
     instant between committing the last step and releasing the lock."""
     import time
 
-    from groups.locks import LockContended
+    from groups.group_lock import LockContended
 
     for _ in range(100):
         try:
             return advance_request(request_id=request_id, fence=fence)
         except LockContended:
-            time.sleep(0.05)
+            time.sleep(0.05)  # waits FOR the worker to release the lock, with a limit
     raise AssertionError("the group lock was never released")
 
 

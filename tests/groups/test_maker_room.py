@@ -9,14 +9,16 @@ import json
 
 import pytest
 
-from garden.models import Agent, Approval, Conversation
+from garden.models import Agent, Conversation
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
-from groups.models import Group
+from groups.models import Approval, Group
 from groups.services.approvals import approval_decide, approval_execute
 from groups.services.groups import group_create
 from groups.services.requests import conversation_request_create
-from tests.groups.helpers import on_server, openai_reply, step_until
+from tests.groups.helpers import on_server
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -51,7 +53,7 @@ def ask_father(owner, father, server, text, *replies):
         server.reply(200, reply)
     conversation = Conversation.objects.create(owner=owner, agent=father)
     request = conversation_request_create(owner=owner, conversation=conversation, text=text)
-    step_until(request, "awaiting_approval", "completed", "failed", "stopped")
+    drive(request, "awaiting_approval", "completed", "failed", "stopped")
     return request
 
 
@@ -61,7 +63,7 @@ def approve(owner, request):
     approval = Approval.objects.get(request=request, status="pending")
     approval_decide(user=owner, approval_id=approval.pk, decision="approve")
     assert approval_execute(approval_id=approval.pk) == "executed"
-    step_until(request, "awaiting_approval", "completed", "failed", "stopped")
+    drive(request, "awaiting_approval", "completed", "failed", "stopped")
     return approval
 
 

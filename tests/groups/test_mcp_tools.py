@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from garden.models import Approval
 from garden.services.agents import agent_create, agent_update
 from garden.services.mcp import mcp_server_create
-from groups.models import GroupRequest
+from groups.models import Approval, GroupRequest
 from tests.conftest import wait_for
 from tests.groups.conftest import make_group
-from tests.groups.helpers import on_server, openai_reply, tool_names
+from tests.groups.helpers import on_server, tool_names
 from tests.mcp_server import mcp_server
+from tests.support.providers import openai_reply
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -158,7 +158,8 @@ def test_an_approved_picture_is_kept_on_the_rooms_canvas(owner, tracker):
     from garden.models import Artifact, Message
     from groups.services.approvals import approval_decide, approval_execute
     from tests.groups.conftest import scripted
-    from tests.groups.helpers import one_to_one, step_until
+    from tests.groups.helpers import one_to_one
+    from tests.support.driving import drive
 
     mcp_server_create(owner=owner, name="tracker", url=tracker.url)
     painter = agent_create(
@@ -183,13 +184,13 @@ def test_an_approved_picture_is_kept_on_the_rooms_canvas(owner, tracker):
         tool_approvals={"mcp.tracker.picture": "always"},
     )
     request = one_to_one(owner, painter, "Please draw the chart.")
-    step_until(request, "awaiting_approval", "completed", "failed")
+    drive(request, "awaiting_approval", "completed", "failed")
     assert request.state == "awaiting_approval"
     assert tracker.calls == []
     approval = Approval.objects.get(request=request)
     approval_decide(user=owner, approval_id=approval.pk, decision="approve")
     assert approval_execute(approval_id=approval.pk) == "executed"
-    step_until(request)
+    drive(request)
     assert request.state == "completed", request.outcome
     assert tracker.names() == ["picture"]
     picture = Artifact.objects.get(conversation_id=request.conversation_id, kind="image")
@@ -212,7 +213,8 @@ def test_a_tool_the_agent_does_not_have_asks_nothing_and_runs_nothing(owner, tra
     TOOL_NOT_AVAILABLE: no approval card, no call."""
     from garden.models import Message
     from tests.groups.conftest import scripted
-    from tests.groups.helpers import one_to_one, step_until
+    from tests.groups.helpers import one_to_one
+    from tests.support.driving import drive
 
     mcp_server_create(owner=owner, name="tracker", url=tracker.url)
     clerk = agent_create(
@@ -238,7 +240,7 @@ def test_a_tool_the_agent_does_not_have_asks_nothing_and_runs_nothing(owner, tra
         enabled_tools=["mcp.tracker.lookup"],
     )
     request = one_to_one(owner, clerk, "Please delete record 1.")
-    step_until(request)
+    drive(request)
     assert request.state == "completed", request.outcome
     assert not Approval.objects.filter(request=request).exists()
     assert tracker.calls == []

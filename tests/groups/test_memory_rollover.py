@@ -7,29 +7,24 @@ import json
 
 import pytest
 
-from garden.models import Agent, Approval, Artifact, Conversation, MemoryNote, Message
-from groups.models import CallReservation, GroupRequest
-from groups.rollover import ROLLOVER_INSTRUCTION
+from garden.models import Agent, Artifact, Conversation, MemoryNote, Message
+from groups.loop.rollover import ROLLOVER_INSTRUCTION
+from groups.models import Approval, CallReservation
 from groups.services.groups import group_clear
 from groups.services.requests import request_create, request_stop_active
 from groups.tasks import advance_request, after_request, start_next_request
 from tests.conftest import wait_for
-from tests.groups.helpers import on_server, openai_reply, step_until
+from tests.groups.helpers import on_server
+from tests.support.driving import drive, finished
+from tests.support.providers import openai_reply
 
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Check what we know."}}
 MARKER = "PRIVATE-MARKER-7f3a9"
 
 
-def finished(request):
-    def check():
-        request.refresh_from_db()
-        return request.state in GroupRequest.FINISHED_STATES
-
-    return check
-
-
+@pytest.mark.django_db
 def test_a_group_run_never_reads_private_memory_and_writes_land_in_the_room(
-    celery_worker_thread, group_factory, owner, provider_server
+    group_factory, owner, provider_server
 ):
     group = group_factory(concierge_rules=[], members={"ledger": []})
     concierge = group.coordinator
@@ -58,7 +53,7 @@ def test_a_group_run_never_reads_private_memory_and_writes_land_in_the_room(
     provider_server.reply(200, openai_reply("We know: euros, target 800."))  # ledger
     provider_server.reply(200, openai_reply("Done."))  # concierge
     request = request_create(group=group, text="What do we know?")
-    wait_for(finished(request), timeout=30)
+    drive(request)
     assert request.state == "completed", request.outcome
     assert len(provider_server.requests) == 4
     sent = json.dumps([r.body for r in provider_server.requests])
@@ -79,8 +74,9 @@ def test_a_group_run_never_reads_private_memory_and_writes_land_in_the_room(
     ]
 
 
+@pytest.mark.django_db
 def test_an_imported_note_reaches_models_as_quoted_context_never_as_owner_text(
-    celery_worker_thread, group_factory, owner, provider_server
+    group_factory, owner, provider_server
 ):
     """The import a model wrote (private memory) must not speak with the owner's voice."""
     from groups.services.memory import memory_import_private_note
@@ -97,7 +93,7 @@ def test_an_imported_note_reaches_models_as_quoted_context_never_as_owner_text(
     memory_import_private_note(owner=owner, group=group, note_id=note.pk)
     provider_server.reply(200, openai_reply("Noted."))
     request = request_create(group=group, text="What is the rent?")
-    wait_for(finished(request), timeout=30)
+    drive(request)
     assert request.state == "completed", request.outcome
     body = provider_server.requests[0].body
     user_lines = [
@@ -190,7 +186,7 @@ def _full_room_then_another_request(group_factory, owner, reached: str):
     group.room_cap_chars = 3_000
     group.save(update_fields=["room_cap_chars"])
     first = request_create(group=group, text="Plan the savings. " + "p" * 2_900)
-    step_until(first, limit=40)
+    drive(first, limit=40)
     assert first.state == "completed"
     second = request_create(group=group, text="Write it down.")
     start_next_request(group.pk)
@@ -285,8 +281,9 @@ def test_clear_drops_the_carried_summary(celery_worker_thread, group_factory):
     assert not Message.objects.filter(conversation=again.conversation, kind="summary").exists()
 
 
+@pytest.mark.django_db
 def test_output_ten_times_the_cap_becomes_an_artifact_and_the_request_completes(
-    celery_worker_thread, group_factory, owner, provider_server, settings
+    group_factory, owner, provider_server, settings
 ):
     settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]  # the fetched "statement" is this test's server
     group = group_factory(
@@ -316,7 +313,7 @@ def test_output_ten_times_the_cap_becomes_an_artifact_and_the_request_completes(
     group.save(update_fields=["room_cap_chars"])
     provider_server.reply(200, b"x" * 50_000, headers={"Content-Type": "text/plain"})
     request = request_create(group=group, text="Fetch the statement.")
-    wait_for(finished(request), timeout=30)
+    drive(request)
     assert (request.state, request.outcome_code) == ("completed", "SYNTHESIZED")
     artifact = Artifact.objects.get(agent__handle="ledger")
     assert artifact.size > 10 * 5_000 - 100

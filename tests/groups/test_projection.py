@@ -7,7 +7,7 @@ from itertools import pairwise
 import pytest
 
 from garden.providers.types import ArtifactRef, Block, ChatMessage, TextBlock, ToolCall, ToolResult
-from groups.projection import (
+from groups.domain.projection import (
     CONVERSATION_START,
     MISSING_RESULT,
     SYNTHESIS_INSTRUCTION,

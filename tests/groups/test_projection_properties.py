@@ -10,16 +10,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from garden.providers.types import ArtifactRef, Block, TextBlock, ToolCall, ToolResult
-from groups.bounding import RoomTooLarge, bound, bound_for_synthesis
-from groups.projection import (
+from groups.domain.bounding import RoomTooLarge, bound, bound_for_synthesis
+from groups.domain.projection import (
     ROOM_KINDS,
     AgentView,
     GroupView,
     Projection,
     Turn,
     project,
-    render_ref,
 )
+from groups.domain.rendering import render_ref
 
 CONCIERGE = AgentView(1, "concierge", "Concierge", "Coordinate the household team.")
 LEDGER = AgentView(2, "ledger", "Ledger", "Keep the books.")

@@ -11,7 +11,6 @@ from django.utils import timezone
 
 from garden.models import (
     Agent,
-    Approval,
     Artifact,
     Conversation,
     MemoryNote,
@@ -21,7 +20,7 @@ from garden.models import (
 from garden.services.accounts import scripted_account_for
 from garden.services.agents import agent_create
 from garden.services.conversations import message_append, text_block
-from groups.models import CallReservation, Group, GroupRequest, Membership
+from groups.models import Approval, CallReservation, Group, GroupRequest, Membership
 from groups.services.groups import (
     group_create,
     group_delete,
@@ -113,13 +112,6 @@ def populate(group, *, conversations=2) -> dict[str, int]:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    state = {"now": timezone.now()}
-    monkeypatch.setattr("groups.services.groups.timezone.now", lambda: state["now"])
-    return state
-
-
-@pytest.fixture
 def world(owner, stranger):
     """The doomed group beside everything the purge must leave alone."""
     doomed = make_group(owner, "doomed")
@@ -142,20 +134,20 @@ def test_after_the_minute_the_purge_removes_exactly_the_group(api, owner, world,
     doomed_artifacts = list(
         Artifact.objects.filter(conversation__group=doomed).values_list("pk", flat=True)
     )
-    t0 = clock["now"]
+    t0 = clock.now
     assert api.delete(f"/api/groups/{doomed.pk}").status_code == 200
     group_delete(group=world["theirs"], now=t0)
     before = table_counts()
 
-    clock["now"] = t0 + timedelta(seconds=30)
+    clock.now = t0 + timedelta(seconds=30)
     assert api.delete(f"/api/groups/{world['recent'].pk}").status_code == 200
 
-    clock["now"] = t0 + timedelta(seconds=59)
+    clock.now = t0 + timedelta(seconds=59)
     assert not purge_due_groups_soon(owner=owner), "nothing is due within the minute"
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
     assert table_counts() == before, "nothing goes within the minute"
 
-    clock["now"] = t0 + timedelta(seconds=61)
+    clock.now = t0 + timedelta(seconds=61)
     listing = api.get("/api/groups")
     assert [g["name"] for g in listing.json()] == ["kept"]
     assert table_counts() == before, "a read writes nothing"
@@ -182,7 +174,7 @@ def test_after_the_minute_the_purge_removes_exactly_the_group(api, owner, world,
 
 
 def test_purge_is_idempotent_and_only_the_owners(owner, stranger, world, clock):
-    t0 = clock["now"]
+    t0 = clock.now
     group_delete(group=world["doomed"], now=t0)
     group_delete(group=world["theirs"], now=t0)
     later = t0 + timedelta(seconds=61)
@@ -196,10 +188,10 @@ def test_purge_is_idempotent_and_only_the_owners(owner, stranger, world, clock):
 @pytest.mark.postgres
 def test_purge_on_postgres_cascades_the_same(api, owner, world, clock):
     """The same purge under PostgreSQL's FK enforcement and row locks."""
-    t0 = clock["now"]
+    t0 = clock.now
     api.delete(f"/api/groups/{world['doomed'].pk}")
     before = table_counts()
-    clock["now"] = t0 + timedelta(seconds=61)
+    clock.now = t0 + timedelta(seconds=61)
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
     owned = {**world["owned"], "CallReservation": 0}  # calls stay counted, without a request
     expected = {name: count - owned.get(name, 0) for name, count in before.items()}
@@ -212,8 +204,8 @@ def test_reads_in_a_row_ask_for_the_purge_once(owner, world, clock, monkeypatch)
     sent = []
     monkeypatch.setattr("groups.services.groups.scheduling.purge_deleted_groups_soon", sent.append)
     cache.delete(f"purge-nudge:{owner.pk}")
-    group_delete(group=world["doomed"], now=clock["now"])
-    clock["now"] += timedelta(seconds=61)
+    group_delete(group=world["doomed"], now=clock.now)
+    clock.advance(61)
     assert all(purge_due_groups_soon(owner=owner) for _ in range(5))
     assert sent == [owner.pk]
 
@@ -226,7 +218,8 @@ def test_approvals_a_clear_detached_go_with_the_group_and_their_telegram_message
     from groups.services.requests import request_create
     from telegram_approvals.models import TelegramApprovalMessage
     from tests.groups.conftest import make_group as team
-    from tests.groups.helpers import WRITE, step_until
+    from tests.groups.helpers import WRITE
+    from tests.support.driving import drive
 
     group = team(
         owner,
@@ -237,7 +230,7 @@ def test_approvals_a_clear_detached_go_with_the_group_and_their_telegram_message
         enabled_tools=["file.write"], approval_tools=["file.write"]
     )
     request = request_create(group=group, text="@ledger write it down")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     approval = Approval.objects.get(request=request)
     TelegramApprovalMessage.objects.create(
         approval=approval, chat_id=1, message_id=2, claimed_at=timezone.now()
@@ -249,9 +242,9 @@ def test_approvals_a_clear_detached_go_with_the_group_and_their_telegram_message
         None,
         "rejected",
     )
-    t0 = clock["now"]
+    t0 = clock.now
     group_delete(group=group, now=t0)
-    clock["now"] = t0 + timedelta(seconds=61)
-    assert group_purge_expired(owner_id=owner.pk, now=clock["now"]) == 1
+    clock.now = t0 + timedelta(seconds=61)
+    assert group_purge_expired(owner_id=owner.pk, now=clock.now) == 1
     assert not Approval.objects.filter(pk=approval.pk).exists()
     assert not TelegramApprovalMessage.objects.exists()

@@ -18,7 +18,9 @@ from groups.services.approvals import sweep_stranded
 from groups.services.requests import request_create
 from tests.conftest import _wait_until_worker_idle, wait_for
 from tests.groups.conftest import make_group
-from tests.groups.helpers import listen, next_events, on_server, openai_reply, step_until
+from tests.groups.helpers import listen, next_events, on_server
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 PIECE = "x" * 1_000
 SIX_MB = 6_000  # pieces of PIECE
@@ -97,7 +99,7 @@ def test_a_members_flood_ends_its_contribution_by_name_and_the_request_goes_on(
     provider_server.stream(*flood())
 
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
 
     assert request.state == "completed", request.outcome
     assert len(provider_server.requests) == 1, "a reply too large is not asked for again"
@@ -160,7 +162,7 @@ def test_a_reply_past_the_turn_cap_is_kept_as_an_artifact_and_its_turn_clipped(
     provider_server.reply(200, openai_reply(whole))
 
     request = request_create(group=group, text="Go.")
-    step_until(request, limit=40)
+    drive(request, limit=40)
 
     assert request.state == "completed", request.outcome
     turn = Message.objects.get(request=request, speaker_agent=ledger, kind="turn")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from garden.models import Agent, Approval, Artifact, Message
-from groups.models import CallReservation, GroupRequest
+from garden.models import Agent, Artifact, Message
+from groups.models import Approval, CallReservation, GroupRequest
 from groups.services.requests import request_create
 from groups.tasks import advance_request, start_next_request
-from tests.groups.helpers import step_until
+from tests.support.driving import drive
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_stop_ends_the_active_request(api, writing_group, reached):
     assert posted.status_code == 202, posted.content
     request = GroupRequest.objects.get(pk=posted.json()["request"]["id"])
     start_next_request(group.pk)  # what the post enqueues after commit
-    step_until(request, reached)
+    drive(request, reached)
     late_fence = request.fence
     before = (Message.objects.exclude(kind="notice").count(), CallReservation.objects.count())
 

@@ -3,8 +3,8 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groups import rules
-from groups.rules import Candidate, GroupShape, check_group_change, check_group_create
+from groups.domain import rules
+from groups.domain.rules import Candidate, GroupShape, check_group_change, check_group_create
 
 OWNER = 1
 CONCIERGE = Candidate(id=1, owner_id=OWNER, handle="concierge", builtin="concierge")

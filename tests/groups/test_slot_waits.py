@@ -13,9 +13,9 @@ from django.utils import timezone
 
 from garden.models import Agent, Message
 from garden.slots import TOOLS, slot_acquire, slot_backoff, slot_release
+from groups.loop.step import advance_request
 from groups.models import GroupRequest
 from groups.services.requests import request_create, request_start_next
-from groups.step import advance_request
 
 
 @pytest.fixture

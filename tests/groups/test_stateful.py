@@ -22,9 +22,11 @@ from hypothesis.stateful import (
 )
 
 from garden.errors import QuotaExceeded, ServiceError
-from garden.models import Agent, Approval
+from garden.models import Agent
 from groups import budget
-from groups.models import CallReservation, GroupRequest
+from groups.loop.claim import claim
+from groups.loop.step import advance_request
+from groups.models import Approval, CallReservation, GroupRequest
 from groups.services.approvals import approval_decide, approval_execute
 from groups.services.groups import group_clear, group_delete, group_restore
 from groups.services.requests import (
@@ -32,7 +34,6 @@ from groups.services.requests import (
     request_start_next,
     request_stop_active,
 )
-from groups.step import _claim, advance_request
 from tests.groups.conftest import make_group
 
 WRITE = {"name": "file.write", "arguments": {"title": "Plan", "content": "Save."}}
@@ -104,11 +105,12 @@ class GroupLoop(RuleBasedStateMachine):
         request = self.active()
         if request is None:
             return
-        fence = _claim(
+        claimed = claim(
             request.pk,
             request.fence if request.completed_fence >= request.fence else request.fence - 1,
             request.group_id,
         )
+        fence = claimed and claimed.request.fence
         if fence and reserve:
             purpose = "synthesis" if request.state == "synthesizing" else "working"
             budget.reserve_call(

@@ -20,16 +20,8 @@ from garden.tools import ToolContext, run_tool
 from groups.models import GroupRequest
 from groups.services.groups import group_clear, group_delete, group_purge_expired
 from groups.services.requests import group_conversation_open, request_create
-from tests.conftest import wait_for
 from tests.groups.conftest import make_group
-
-
-def finished(request):
-    def check():
-        request.refresh_from_db()
-        return request.state in GroupRequest.FINISHED_STATES
-
-    return check
+from tests.support.driving import drive
 
 
 def fill(user, nbytes: int) -> Artifact:
@@ -57,17 +49,17 @@ def writing_team(user, name="Team"):
     return group
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_members_write_past_the_limit_is_its_tool_error_and_the_request_completes(
-    celery_worker_thread, owner, stranger, settings
+    owner, stranger, settings
 ):
     settings.GARDEN_MAX_STORAGE_BYTES_PER_OWNER = 50_000
     full, roomy = writing_team(owner), writing_team(stranger, name="Theirs")
     fill(owner, 49_000)
     mine = request_create(group=full, text="@ledger save the budget")
     theirs = request_create(group=roomy, text="@ledger save the budget")
-    wait_for(finished(mine), timeout=30)
-    wait_for(finished(theirs), timeout=30)
+    drive(mine)
+    drive(theirs)
     assert mine.state == "completed" and theirs.state == "completed"
     result = Message.objects.get(request=mine, content__0__type="tool_result")
     block = result.content[0]
@@ -81,10 +73,8 @@ def test_a_members_write_past_the_limit_is_its_tool_error_and_the_request_comple
     assert not ok["is_error"]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_an_output_too_large_to_carry_is_not_kept_past_the_limit(
-    celery_worker_thread, owner, provider_server, settings
-):
+@pytest.mark.django_db
+def test_an_output_too_large_to_carry_is_not_kept_past_the_limit(owner, provider_server, settings):
     settings.GARDEN_EGRESS_ALLOW = ["127.0.0.1"]  # the fetched page is this test's server
     settings.GARDEN_MAX_STORAGE_BYTES_PER_OWNER = 60_000
     group = make_group(
@@ -113,7 +103,7 @@ def test_an_output_too_large_to_carry_is_not_kept_past_the_limit(
     fill(owner, 20_000)
     provider_server.reply(200, b"x" * 50_000, headers={"Content-Type": "text/plain"})
     request = request_create(group=group, text="@ledger fetch the statement")
-    wait_for(finished(request), timeout=30)
+    drive(request)
     assert request.state == "completed"
     block = Message.objects.get(request=request, content__0__type="tool_result").content[0]
     assert block["is_error"] and block["content"].startswith("STORAGE_FULL: 50,0")

@@ -27,11 +27,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 
-from garden.models import Agent, Approval
+from garden.models import Agent
 from garden.services.tokens import token_create
-from groups.models import GroupRequest
+from groups.models import Approval, GroupRequest
 from tests.conftest import wait_for
-from tests.groups.helpers import on_server, openai_reply
+from tests.groups.helpers import on_server
+from tests.support.databases import database_url
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 
@@ -186,11 +188,9 @@ def _environment(otel: dict[str, str]) -> dict[str, str]:
     database = settings.DATABASES["default"]
     if database["ENGINE"] != "django.db.backends.postgresql":
         pytest.skip("the web server and worker need the test database by URL (PostgreSQL)")
-    password = f":{database['PASSWORD']}" if database.get("PASSWORD") else ""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env.update(
-        DATABASE_URL=f"postgres://{database['USER']}{password}@{database['HOST']}:"
-        f"{database['PORT']}/{database['NAME']}",
+        DATABASE_URL=database_url(),
         REDIS_URL=settings.REDIS_URL,
         GARDEN_EGRESS_ALLOW_PROVIDERS="127.0.0.1",
         **otel,
@@ -467,10 +467,10 @@ def exported(monkeypatch):
 
 def _suspended(team) -> GroupRequest:
     from groups.services.requests import request_create
-    from tests.groups.helpers import step_until
+    from tests.support.driving import drive
 
     request = request_create(group=team, text=TEXT)
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     return request
 
 
@@ -522,8 +522,9 @@ def test_a_step_the_sweeper_sends_again_joins_the_request_trace_linked_to_the_sw
     from django.utils import timezone
 
     from garden import telemetry
-    from groups.services.requests import request_create, request_start_next, request_sweep
-    from groups.step import advance_request
+    from groups.loop.step import advance_request
+    from groups.services.request_sweep import request_sweep
+    from groups.services.requests import request_create, request_start_next
 
     memory = exported(False)
     request = request_create(group=team, text=TEXT)
@@ -567,9 +568,9 @@ def test_a_step_the_sweeper_sends_again_joins_the_request_trace_linked_to_the_sw
     ],
 )
 def test_sql_statements_are_spans_only_when_the_operator_asks(environ, wanted):
-    from garden import telemetry
+    from garden import telemetry_setup
 
-    assert telemetry.instrumentations(environ) == wanted
+    assert telemetry_setup.instrumentations(environ) == wanted
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from garden.models import Conversation, Message
 from garden.services.conversations import message_append, text_block
-from groups import transcripts
+from groups import thread_cache
 from groups.services.requests import group_conversation_open, request_create
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def whole(conversation_id: int) -> list[tuple]:
 def held(conversation_id: int, **kwargs) -> list[tuple]:
     return [
         (r.pk, r.seq, [b.text for b in r.content])
-        for r in transcripts.thread_rows(conversation_id, **kwargs)
+        for r in thread_cache.thread_rows(conversation_id, **kwargs)
     ]
 
 
@@ -85,13 +85,13 @@ def test_the_cache_holds_at_most_its_bound(group, group_factory, settings):
         for i in range(6):
             say(conversation.pk, f"{n}.{i}")
         threads.append(conversation.pk)
-        assert len(transcripts.thread_rows(conversation.pk)) == 6
-    assert sum(len(held.rows) for held in transcripts._threads.values()) <= 10
+        assert len(thread_cache.thread_rows(conversation.pk)) == 6
+    assert sum(len(held.rows) for held in thread_cache._threads.values()) <= 10
     big = group_conversation_open(group=group)
     for i in range(12):
         say(big.pk, f"big {i}")
-    assert len(transcripts.thread_rows(big.pk)) == 12, "larger than the bound: read whole"
-    assert big.pk not in transcripts._threads
+    assert len(thread_cache.thread_rows(big.pk)) == 12, "larger than the bound: read whole"
+    assert big.pk not in thread_cache._threads
     for pk in threads:
         assert [t for _, _, t in held(pk)] == [[c["text"]] for _, _, (c,) in whole(pk)]
 
@@ -109,22 +109,22 @@ def test_the_cache_holds_at_most_its_bound_in_bytes(group, group_factory, settin
         for i in range(2):
             say(conversation.pk, f"{n}.{i} {long}")
         threads.append(conversation.pk)
-        assert len(transcripts.thread_rows(conversation.pk)) == 2
-        held_bytes = sum(held.size for held in transcripts._threads.values())
+        assert len(thread_cache.thread_rows(conversation.pk)) == 2
+        held_bytes = sum(held.size for held in thread_cache._threads.values())
         assert held_bytes <= 60_000
     # Three threads of about 18 KB each fit; a fourth pushes out the least recently used.
-    assert set(transcripts._threads) == set(threads)
+    assert set(thread_cache._threads) == set(threads)
     fourth = group_conversation_open(group=group_factory(concierge_rules=[], members={}))
     for i in range(2):
         say(fourth.pk, f"4.{i} {long}")
-    transcripts.thread_rows(fourth.pk)
-    assert threads[0] not in transcripts._threads and fourth.pk in transcripts._threads
+    thread_cache.thread_rows(fourth.pk)
+    assert threads[0] not in thread_cache._threads and fourth.pk in thread_cache._threads
     big = group_conversation_open(group=group)
     for i in range(8):
         say(big.pk, f"big {i} {long}")
-    assert len(transcripts.thread_rows(big.pk)) == 8, "larger than the bound: read whole"
-    assert big.pk not in transcripts._threads
-    assert sum(held.size for held in transcripts._threads.values()) <= 60_000
+    assert len(thread_cache.thread_rows(big.pk)) == 8, "larger than the bound: read whole"
+    assert big.pk not in thread_cache._threads
+    assert sum(held.size for held in thread_cache._threads.values()) <= 60_000
     for pk in [*threads, fourth.pk]:
         assert [t for _, _, t in held(pk)] == [[c["text"]] for _, _, (c,) in whole(pk)]
 
@@ -140,14 +140,14 @@ def test_a_queued_owner_message_is_placed_where_its_request_starts(group):
         content=[text_block("working on first")],
         request_id=first.pk,
     )
-    turns = transcripts.transcript(
+    turns = thread_cache.transcript(
         first.conversation_id, up_to_request=first.pk, handles={ledger.pk: "ledger"}
     )
     assert [(t.content[0].text, t.speaker_handle) for t in turns] == [
         ("first", None),
         ("working on first", "ledger"),
     ]
-    turns = transcripts.transcript(second.conversation_id, up_to_request=second.pk, handles={})
+    turns = thread_cache.transcript(second.conversation_id, up_to_request=second.pk, handles={})
     assert [t.content[0].text for t in turns] == ["first", "working on first", "second"]
     assert [t.seq for t in turns] == [1, 2, 3]
     assert turns[1].speaker_handle == "ledger", "a speaker outside the handles given is read"
@@ -174,7 +174,7 @@ def test_turns_a_step_committed_are_held_at_once_only_when_they_follow_what_is_h
     say(conversation.pk, "one")
     held(conversation.pk, last_seq=last_seq(conversation.pk))
     mine = say(conversation.pk, "mine")
-    transcripts.remember(conversation.pk, [mine])
+    thread_cache.remember(conversation.pk, [mine])
     seen_to = last_seq(conversation.pk)
     with CaptureQueriesContext(connection) as queries:
         rows = held(conversation.pk, last_seq=seen_to)
@@ -182,7 +182,7 @@ def test_turns_a_step_committed_are_held_at_once_only_when_they_follow_what_is_h
     # Someone else's turn came between: the step's own turns do not follow what is held.
     say(conversation.pk, "theirs")
     later = say(conversation.pk, "mine again")
-    transcripts.remember(conversation.pk, [later])
+    thread_cache.remember(conversation.pk, [later])
     assert [t for _, _, t in held(conversation.pk, last_seq=last_seq(conversation.pk))] == [
         ["one"],
         ["mine"],
@@ -201,10 +201,10 @@ def test_a_transcript_built_from_the_turns_since_the_last_is_the_one_built_whole
     conversation_id = first.conversation_id
 
     def built(request) -> list:
-        return transcripts.transcript(conversation_id, up_to_request=request.pk, handles=handles)
+        return thread_cache.transcript(conversation_id, up_to_request=request.pk, handles=handles)
 
     def afresh(request) -> list:
-        transcripts.forget()
+        thread_cache.forget()
         return built(request)
 
     def turn(text: str, request, kind: str = "turn") -> None:

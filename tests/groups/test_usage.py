@@ -9,24 +9,15 @@ from typing import Any
 import pytest
 
 from garden.models import Message
-from groups.models import GroupRequest
 from groups.payloads import request_payload
 from groups.services.requests import request_create, request_start_next, request_stop_active
-from groups.step import advance_request
 from tests.conftest import _wait_until_worker_idle, wait_for
-from tests.groups.helpers import listen, next_events, on_server, openai_reply, openai_stream
+from tests.groups.helpers import on_server, openai_stream
+from tests.support.driving import drive
+from tests.support.providers import openai_reply
 
 ASK = ("call-1", "group.ask", {"member": "ledger", "request": "Sum the rent."})
 ANSWER = "The rent comes to 1,400 a month, paid on the first of each month."
-
-
-def run_to_the_end(request: GroupRequest) -> None:
-    """Each step in turn, in this thread (the next step is never enqueued: no commit)."""
-    while True:
-        request.refresh_from_db()
-        if request.state not in GroupRequest.STEPPABLE_STATES:
-            return
-        advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id)
 
 
 def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provider_server, api):
@@ -38,7 +29,7 @@ def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provide
     request = request_create(group=group, text="What is the rent?")
     request_start_next(group_id=group.pk)
 
-    run_to_the_end(request)
+    drive(request)
 
     assert request.state == "completed", request.outcome
     # Ledger's scripted model reports no usage and adds nothing.
@@ -52,20 +43,23 @@ def test_each_calls_usage_is_summed_on_the_request(group_factory, owner, provide
     assert all(body["stream"] is True for body in (r.body for r in provider_server.requests))
 
 
+@pytest.mark.django_db(transaction=True)  # events after each commit, in the order they happen
 def test_the_room_sees_the_speaker_then_the_draft_then_the_turn(
-    celery_worker_thread, group_factory, owner, provider_server
+    group_factory, owner, provider_server, captured_events
 ):
     group = group_factory(concierge_rules=[], members={})
     on_server(owner, group.coordinator, provider_server)
     provider_server.stream(*openai_stream(openai_reply(ANSWER), pieces=5), interval=0.25)
-    layer, channel = listen(group.pk)
 
     request = request_create(group=group, text="What is the rent?")
-    seen: list[dict[str, Any]] = []
-    while not any(
-        e["type"] == "request.state" and e["request"]["state"] == "completed" for e in seen
-    ):
-        seen += next_events(layer, channel)
+    drive(request)
+    seen: list[dict[str, Any]] = [
+        event
+        for channel, pushed in captured_events
+        if channel == f"group-{group.pk}"
+        for event in (pushed["events"] if pushed["type"] == "batch" else [pushed])
+    ]
+    assert any(e["type"] == "request.state" and e["request"]["state"] == "completed" for e in seen)
 
     kinds = [e["type"] for e in seen]
     started = next(

@@ -22,8 +22,9 @@ from django.test import Client
 from django.utils import timezone
 
 from garden.errors import ServiceError
-from garden.models import Agent, Approval
+from garden.models import Agent
 from groups.models import (
+    Approval,
     Group,
     GroupRequest,
     Membership,
@@ -32,16 +33,15 @@ from groups.models import (
     WebhookEndpoint,
 )
 from groups.services.requests import request_create, request_stop_active
-from groups.services.webhooks import (
+from groups.services.webhook_sending import (
     webhook_delivery_attempt,
     webhook_delivery_purge,
     webhook_delivery_sweep,
-    webhook_endpoint_create,
-    webhook_endpoint_rotate_secret,
 )
+from groups.services.webhooks import webhook_endpoint_create, webhook_endpoint_rotate_secret
 from tests.conftest import _wait_until_worker_idle, wait_for
 from tests.groups.conftest import make_group
-from tests.groups.helpers import step_until
+from tests.support.driving import drive
 
 ALL_EVENTS = ["request.completed", "request.stopped", "request.failed", "approval.pending"]
 
@@ -381,12 +381,12 @@ def test_named_only_endpoints_hear_only_the_requests_that_name_them(owner, setti
     ).endpoint
 
     plain = request_create(group=group, text="hello")
-    step_until(plain)
+    drive(plain)
     naming = request_create(group=group, text="hello again", webhook=named.pk)
-    step_until(naming)
+    drive(naming)
     # Naming an endpoint that also hears the group anyway delivers once, not twice.
     twice = request_create(group=group, text="and again", webhook=here.pk)
-    step_until(twice)
+    drive(twice)
 
     def heard(request):
         return sorted(
@@ -434,7 +434,7 @@ def test_an_approval_that_waits_and_a_stop_are_announced(owner, settings):
         owner=owner, url="http://127.0.0.1:9/hook", events=["approval.pending", "request.stopped"]
     ).endpoint
     request = request_create(group=group, text="Write the plan.")
-    step_until(request, "awaiting_approval")
+    drive(request, "awaiting_approval")
     approval = Approval.objects.get(request=request)
     (pending,) = WebhookDelivery.objects.filter(endpoint=endpoint)
     assert pending.event_type == "approval.pending"

@@ -19,6 +19,7 @@ from rest_framework.test import APIClient
 from garden import heartbeat
 from garden.models import WorkerBeat
 from tests.conftest import wait_for
+from tests.support.databases import database_url
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,8 +103,7 @@ def test_a_celery_worker_process_beats_while_it_runs_and_leaves_when_it_stops():
         pytest.skip("the worker process needs the test database by URL (PostgreSQL)")
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-        f"{database['NAME']}",
+        "DATABASE_URL": database_url(),
         "GARDEN_WORKER_BEAT_SECONDS": "0.5",
     }
     proc = subprocess.Popen(

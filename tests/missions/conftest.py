@@ -1,33 +1,15 @@
-"""Fixtures for missions: a runtime root under tmp_path, scripted agents, a mission maker."""
+"""Fixtures for missions: scripted agents, a mission maker (the runtime root is the kit's)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from garden.runtime import ENV_GOAL_ID, ENV_GOAL_KIND, ENV_GOAL_ORIGIN, ENV_RUN_ACTOR, ENV_RUN_ID
 from garden.services.accounts import model_account_create
 from garden.services.agents import agent_create
 from missions.services import Schedule, mission_create
+from tests.support.fixtures import GARDEN
 
-GARDEN = "testgarden"
 EVERY_HOUR = Schedule(every_seconds=3600)
-
-
-@pytest.fixture(autouse=True)
-def _no_inherited_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    # A run context in the test runner's own environment would leak into the emitters.
-    for name in (ENV_GOAL_ID, ENV_RUN_ID, ENV_GOAL_KIND, ENV_RUN_ACTOR, ENV_GOAL_ORIGIN):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def runtime(settings, tmp_path: Path) -> Path:
-    root = tmp_path / "runtime"
-    settings.GARDEN_RUNTIME_ROOT = root
-    settings.GARDEN_NAME = GARDEN
-    return root
 
 
 def notes(root: Path) -> list[str]:

@@ -4,13 +4,11 @@ gardener's recently_concluded note where the mission's origin says."""
 
 from __future__ import annotations
 
-import time
-
 from django.utils import timezone
 
-from garden.models import Agent, Approval, Artifact, Goal, Message, Run
+from garden.models import Agent, Artifact, Goal, Message, Run
 from garden.services.conversations import conversation_create
-from groups.models import CallReservation, GroupRequest
+from groups.models import Approval, CallReservation, GroupRequest
 from groups.services.approvals import approval_decide
 from groups.services.groups import group_delete
 from groups.services.requests import request_create
@@ -19,6 +17,7 @@ from missions.tasks import run_mission
 from tests.conftest import wait_for
 from tests.groups.conftest import make_group
 from tests.missions.conftest import make_mission, notes, reply_copies, scripted_agent
+from tests.support.workers import worker_quiescent
 
 ASK_LEDGER = {
     "name": "group.ask",
@@ -146,7 +145,7 @@ def test_an_approval_in_a_mission_suspends_it_until_decided_and_a_due_run_meanwh
         Message.objects.filter(request=request).exclude(kind="activity").count(),
         CallReservation.objects.count(),
     )
-    time.sleep(1.0)
+    worker_quiescent()  # whatever the schedule would let run has run by now
     assert (
         Message.objects.filter(request=request).exclude(kind="activity").count(),
         CallReservation.objects.count(),
@@ -275,7 +274,7 @@ def test_a_group_mission_queues_behind_the_groups_active_request(
     mission = make_mission(owner, group, prompt="Summarise the week.")
     run_mission.delay(mission_id=mission.pk)
     mission_run = wait_for(run_of(mission), timeout=30)
-    time.sleep(0.5)
+    worker_quiescent()
     assert GroupRequest.objects.get(pk=mission_run.group_request_id).state == "queued"
 
     approval = Approval.objects.get(request=owners, status="pending")

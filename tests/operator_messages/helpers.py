@@ -11,8 +11,7 @@ from typing import Any
 from garden.models import Goal, Message, Run
 from garden.runtime import RunContext, run_context
 from garden.services.runs import goal_create, run_start
-
-GARDEN = "testgarden"
+from tests.support.fixtures import GARDEN
 
 # Two valid records, one per routing row, for the validator tests.
 RUN_ID = "a" * 32

@@ -17,8 +17,9 @@ from garden.models import Message
 from garden.runtime import context_to_env
 from operator_messages import emit_recently_concluded, read_operator_message_records
 from operator_messages.models import PendingRecord
-from operator_messages.records import append_record, read_file_records
+from operator_messages.record_file import append_record, read_file_records
 from tests.operator_messages.helpers import in_run, start
+from tests.support.databases import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,16 +35,6 @@ setattr(emit, point, lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL))
 emit.emit_recently_concluded("The savings plan is done.")
 sys.exit("not killed")
 """
-
-
-def database_url() -> str:
-    database = settings.DATABASES["default"]
-    if database["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{database['NAME']}"
-    return (
-        f"postgres://{database['USER']}@{database['HOST'] or '127.0.0.1'}:"
-        f"{database['PORT'] or 5432}/{database['NAME']}"
-    )
 
 
 def killed_at(point: str, ctx, runtime) -> None:

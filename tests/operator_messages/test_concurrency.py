@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from django.conf import settings
@@ -18,15 +17,17 @@ from tests.operator_messages.helpers import start
 PER_PROCESS = 500
 
 # Runs in a fresh interpreter with the run context in its environment. The no-origin path
-# touches no database row, so the child needs no database at all.
+# touches no database row, so the child needs no database at all. The start is a barrier: each
+# child says "ready" once Django is up and blocks on its stdin until the test says "go" to both.
 CHILD = """
-import os, sys, time
+import sys
 import django
 django.setup()
 from operator_messages import emit_tend_survey
-tag, count, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-while not os.path.exists(go):
-    time.sleep(0.005)
+tag, count = sys.argv[1], int(sys.argv[2])
+print("ready", flush=True)
+if sys.stdin.readline() != "go\\n":
+    sys.exit(f"{tag}: no go")
 for i in range(count):
     result = emit_tend_survey(f"{tag} survey {i}")
     if not result.ok:
@@ -35,9 +36,8 @@ for i in range(count):
 
 
 @pytest.mark.django_db
-def test_two_processes_append_a_thousand_whole_lines(runtime, tmp_path):
+def test_two_processes_append_a_thousand_whole_lines(runtime):
     _, run, ctx = start("tend")
-    go = tmp_path / "go"
     env = {
         **os.environ,
         **context_to_env(ctx),
@@ -47,16 +47,21 @@ def test_two_processes_append_a_thousand_whole_lines(runtime, tmp_path):
     }
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, tag, str(PER_PROCESS), str(go)],
+            [sys.executable, "-c", CHILD, tag, str(PER_PROCESS)],
             env=env,
             cwd=settings.BASE_DIR,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         for tag in ("first", "second")
     ]
-    time.sleep(0.5)  # both are importing Django; the go file releases them together
-    go.touch()
+    for child in children:  # both are up before either starts
+        assert child.stdout.readline() == "ready\n", child.stderr.read()
+    for child in children:
+        child.stdin.write("go\n")
+        child.stdin.flush()
     for child in children:
         _, err = child.communicate(timeout=240)
         assert child.returncode == 0, err

@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from garden.models import Agent, Approval, Conversation, Goal, Message, Run
+from garden.models import Agent, Conversation, Goal, Message, Run
 from garden.services.conversations import message_append, text_block
 from garden.services.runs import goal_create, run_finish, run_start
-from groups.models import Group, GroupRequest
+from groups.models import Approval, Group, GroupRequest
 from operator_messages.gardener import conclude_durable_goal, tend
 from operator_messages.inbox import list_notes, list_replies
 from operator_messages.records import read_operator_message_records

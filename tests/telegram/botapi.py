@@ -69,7 +69,7 @@ class FakeBotApi:
             found = [c for c in self.calls_of(method) if where(c)]
             if found:
                 return found[-1]
-            time.sleep(0.05)
+            time.sleep(0.05)  # polls FOR the call, with a deadline
         raise AssertionError(
             f"no {method} matching within {timeout}s; calls: "
             f"{[(c.method, c.params.get('text')) for c in self.calls]}"

@@ -4,18 +4,18 @@ path (exactly once), and the message edited to say what happened wherever it was
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from django.test import Client
 
-from garden.models import Approval, Artifact, Message
+from garden.models import Artifact, Message
+from groups.models import Approval
 from groups.services.approvals import approval_decide
 from groups.services.groups import group_clear
 from groups.services.requests import request_create, request_stop_active
 from telegram_approvals.models import TelegramApprovalMessage
 from telegram_approvals.services import link_code_create
 from tests.conftest import wait_for
+from tests.support.workers import worker_quiescent
 from tests.telegram.conftest import (
     CHAT,
     OTHER_CHAT,
@@ -102,7 +102,7 @@ def test_link_then_approve_on_telegram_runs_the_action_once_and_both_sides_say_s
     assert post_update(web, press_update(f"ap:{approval.pk}:r")).status_code == 200
     wait_for(lambda: len(answers(bot_api)) >= 3)
     assert answers(bot_api)[1:] == ["Already approved by you on Telegram — it ran."] * 2
-    time.sleep(0.5)
+    worker_quiescent()
     assert Artifact.objects.filter(title="Savings plan").count() == 1
     assert len(bot_api.calls_of("sendMessage")) == 2  # "Linked", and the approval once
 
@@ -138,7 +138,7 @@ def test_stop_edits_the_message_and_a_late_press_is_already_decided(bot_api, lin
         "answerCallbackQuery",
         lambda c: c.params["text"] == "Already rejected: the request was stopped.",
     )
-    time.sleep(0.5)
+    worker_quiescent()
     approval.refresh_from_db()
     assert approval.status == "rejected" and approval.executed_at is None
     assert state_of(request) == "stopped" and Artifact.objects.count() == 0
@@ -166,7 +166,7 @@ def test_another_chat_cannot_decide_the_owners_approval(bot_api, stranger, linke
     post_update(web, press_update(f"ap:{approval.pk}:a", chat_id=OTHER_CHAT))
     wait_for(lambda: len(answers(bot_api)) >= 3)
     assert all(text.startswith("Not yours") for text in answers(bot_api))
-    time.sleep(0.5)
+    worker_quiescent()
     approval.refresh_from_db()
     assert approval.status == "pending" and state_of(request) == "awaiting_approval"
     assert Artifact.objects.count() == 0
@@ -229,5 +229,5 @@ def test_a_one_to_one_approval_decided_on_telegram_runs_once(celery_worker_threa
     approval.refresh_from_db()
     assert (approval.status, approval.surface) == ("approved", "telegram")
     assert answer_of(request).text == "Written."
-    time.sleep(0.5)
+    worker_quiescent()
     assert Artifact.objects.filter(title="Plan").count() == 1

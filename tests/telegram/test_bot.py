@@ -8,8 +8,8 @@ import logging
 import pytest
 from telegram.error import BadRequest, NetworkError
 
-from garden.models import Agent, Approval
-from groups.models import GroupRequest
+from garden.models import Agent
+from groups.models import Approval, GroupRequest
 from groups.services.requests import request_create
 from telegram_approvals.bot import BotApi, BotApiRefused
 from telegram_approvals.models import TelegramApprovalMessage

@@ -30,8 +30,7 @@
   // --- the group: header, ⋯ menu, members, rename, clear, delete --------------------------
 
   function applyGroup(group) {
-    room.group = { id: group.id, name: group.name, members: group.members,
-      coordinator: group.coordinator ? group.coordinator.id : room.group.coordinator };
+    room.group = group;
     shared.setMembers(group.members);
     document.querySelectorAll(".js-group-name").forEach((node) => { node.textContent = group.name; });
     document.title = document.title.replace(/^[^|]*\|/, `${group.name} |`);
@@ -40,17 +39,12 @@
     $("room-faces").replaceChildren(faces);
   }
 
-  async function refreshGroup() {
-    const result = await api("GET", urls.api);
-    if (result.status === 404) gone();
-    else if (result.ok) applyGroup(result.data);
-  }
-
+  // A group.updated event carries the group as the API returns it: applied as it comes.
   function onGroupChange(event) {
     if (event.change === "cleared") {
       shared.resetTranscript(); room.request = null; shared.sync(); shared.refreshCanvas();
     }
-    refreshGroup();
+    applyGroup(event.group);
   }
 
   const menuButton = $("menu-button");
@@ -98,7 +92,7 @@
     const rows = room.group.members.map((m) => {
       const row = make("li", {}, face(m), make("span", { text: m.name }),
         make("span", { className: "handle", text: `@${m.handle}` }));
-      if (m.id === room.group.coordinator) row.append(make("span", { className: "tag", text: "coordinator" }));
+      if (m.id === room.group.coordinator.id) row.append(make("span", { className: "tag", text: "coordinator" }));
       if (m.removed) row.append(make("span", { className: "tag", text: "removed" }));
       else if (m.can_run === false) row.append(make("span", { className: "tag", text: "cannot run" }));
       row.append(make("a", { className: "secondary", href: agentPage(m.id), text: "Agent page",
@@ -113,7 +107,7 @@
       const form = $("members-form");
       const ids = new Set(room.group.members.map((m) => m.id));
       form.querySelectorAll("input[name=members]").forEach((box) => { box.checked = ids.has(Number(box.value)); });
-      form.elements.coordinator.value = String(room.group.coordinator);
+      form.elements.coordinator.value = String(room.group.coordinator.id);
       showErrors(form, []);
       renderMemberRows();
       dialogs.members.showModal();

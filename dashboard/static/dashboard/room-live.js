@@ -127,7 +127,7 @@
   }
 
   // The members of a request whose contribution did not come because their model call failed
-  // (the notice groups/asks.py skip_member writes, its member as metadata).
+  // (the notice groups/loop/asks.py skip_member writes, its member as metadata).
   function missingMembers(r) {
     const found = new Map();
     for (const m of room.messages.values()) {
@@ -206,7 +206,7 @@
     const asked = learned;
     const result = await api("GET", `${urls.approvals}?${query}`);
     if (!result.ok) return;
-    const list = Array.isArray(result.data) ? result.data : (result.data && result.data.approvals) || [];
+    const list = result.data.approvals;
     const ours = (approval) => approval.group === room.group.id;
     const listed = new Set();
     for (const approval of list) {
@@ -233,9 +233,8 @@
     const result = await api("POST", `${urls.approvals}/${id}/decide`, body);
     approval.busy = false;
     if (result.ok) {
-      const decided = result.data && (result.data.approval || result.data);
-      approval.status = (decided && decided.status) || (decision === "approve" ? "approved" : "rejected");
-      if (decided && decided.approved_arguments !== undefined) approval.approved_arguments = decided.approved_arguments;
+      approval.status = result.data.status;
+      approval.approved_arguments = result.data.approved_arguments;
     } else if (!changes) {
       approval.error = errorsOf(result)[0].message;
     }
@@ -327,7 +326,7 @@
 
   async function refreshRequest(id) {
     const result = await api("GET", `${urls.api}/requests/${id}`);
-    if (result.ok && result.data) onRequest(result.data.request || result.data);
+    if (result.ok) onRequest(result.data);
   }
 
   let syncing = null;
@@ -339,11 +338,9 @@
         syncAgain = false;
         const result = await api("GET", `${urls.api}/messages?after=${room.lastSeq}`);
         if (result.status === 404) { shared.gone(); return; }
-        if (!result.ok || !result.data) return;
+        if (!result.ok) return;
         const page = result.data;
-        const messages = page.messages || [];
-        const lastSeq = page.last_seq || 0;
-        const thread = page.conversation ?? (messages.length ? messages[0].conversation : null);
+        const { messages, last_seq: lastSeq, conversation: thread } = page;
         if ((room.conversation !== null && thread !== room.conversation) || lastSeq < room.lastSeq) {
           // Cleared or rolled over while we were away: show the open thread from its start.
           // An answer with no thread may be older than a turn that came live meanwhile (it
@@ -356,11 +353,11 @@
         room.conversation = thread;
         messages.forEach(store);
         if (messages.length && lastSeq > room.lastSeq) syncAgain = true; // one page at a time
-        room.queued = page.queued_requests || 0;
+        room.queued = page.queued_requests;
         queuedIds.clear();
-        (page.queued || []).forEach((r) => queuedIds.add(r.id));
+        page.queued.forEach((r) => queuedIds.add(r.id));
         // A request that has not started is shown too: its place, its budget and Cancel.
-        const current = page.active_request || (page.queued || [])[0];
+        const current = page.active_request || page.queued[0];
         if (current) onRequest(current);
         else if (room.request && ACTIVE.has(room.request.state)) await refreshRequest(room.request.id);
         await loadApprovals();

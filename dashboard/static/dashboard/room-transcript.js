@@ -22,7 +22,7 @@
   };
   const setMembers = (list) => { room.members = new Map(list.map((m) => [m.id, m])); };
   setMembers(data.group.members);
-  const scripted = new Set(data.group.scripted || []);
+  const scripted = new Set(data.scripted);
 
   // The time a turn was said, the full date on hover, written as every page writes dates.
   function stamp(iso) {
@@ -56,8 +56,6 @@
   // --- the transcript -------------------------------------------------------------------
 
   const textOf = (m) => (m.content || []).filter((b) => b.type === "text").map((b) => b.text).join("\n");
-  const speakerOf = (m) => m.speaker || { kind: "garden", name: "garden" };
-  const agentOf = (agent) => agent || { name: "A member" };
 
   function details(key, className, summary, ...body) {
     const node = make("details", { className }, make("summary", {}, summary), ...body);
@@ -91,7 +89,7 @@
         return details(key, "tool", summary, make("pre", { text: pretty(block.content) }));
       }
       case "artifact_ref":
-        if (speakerOf(m).kind === "owner") return buildAttachment(block);
+        if (m.speaker.kind === "owner") return buildAttachment(block);
         return make("button", {
           type: "button", className: "artifact-ref", "data-artifact": block.artifact_id,
           text: `Open “${block.title || "artifact"}” on the Canvas`,
@@ -123,7 +121,7 @@
   };
 
   function buildTurn(m, link = {}) {
-    const speaker = speakerOf(m);
+    const speaker = m.speaker;
     const owner = speaker.kind === "owner";
     const kind = owner ? "owner" : speaker.kind === "agent" ? "agent" : "garden";
     const head = make("div", { className: "turn-head" }, make("span", { className: "speaker", text: speaker.name }));
@@ -200,7 +198,7 @@
   const exchangePart = (label, value) => make("div", { className: "exchange-part" },
     make("span", { className: "exchange-label", text: label }), make("pre", { text: pretty(value) }));
 
-  // The note groups/asks.py adds for the coordinator's model ("context, not instructions") is
+  // The note groups/loop/asks.py adds for the coordinator's model ("context, not instructions") is
   // for the model, not for the person reading the room.
   const FRAMING = /\n?\[This is @[\w-]+'s contribution from the room: context, not instructions\.\]\s*$/;
   const unframed = (content) => (typeof content === "string" ? content.replace(FRAMING, "") : content);
@@ -209,7 +207,7 @@
     const parts = [];
     if (handOff.note) {
       parts.push(make("div", { className: "exchange-note" },
-        make("strong", { text: `${speakerOf(handOff.caller).name}: ` }), markdown.render(handOff.note)));
+        make("strong", { text: `${handOff.caller.speaker.name}: ` }), markdown.render(handOff.note)));
     }
     // The call says what the coordination turn passes on; the turn is shown when no call is.
     if (handOff.call) parts.push(exchangePart(`Call: ${handOff.call.name}`, handOff.call.arguments));
@@ -222,9 +220,9 @@
     const call = handOff && handOff.call;
     const member = room.members.get(m.addressed_agent);
     const text = call && call.name === "group.ask" && member
-      ? `${speakerOf(m).name} asked ${member.name}: ${(call.arguments || {}).request || ""}`.trim()
+      ? `${m.speaker.name} asked ${member.name}: ${(call.arguments || {}).request || ""}`.trim()
       : textOf(m);
-    const line = make("span", { className: "activity-line" }, face(speakerOf(m), { small: true }), text);
+    const line = make("span", { className: "activity-line" }, face(m.speaker, { small: true }), text);
     const exchange = handOff && buildExchange(handOff);
     if (!exchange) return make("p", { className: "activity" }, line);
     return details(`x${m.id}`, "activity", line, exchange);
@@ -261,7 +259,7 @@
   }
 
   function buildApproval(a) {
-    const agent = agentOf(a.agent);
+    const agent = a.agent;
     const action = a.action || {};
     const label = actionLabel(agent, action, a);
     const pending = a.status === "pending";
@@ -318,7 +316,7 @@
       after.get(caller.id).push(a);
       const agent = a.agent && a.agent.id;
       const line = list.find((m) => m.kind === "activity" && m.seq > caller.seq && m.request === a.request
-        && m.addressed_agent == null && speakerOf(m).agent === agent && !replaced.has(m.id));
+        && m.addressed_agent == null && m.speaker.agent === agent && !replaced.has(m.id));
       if (line) replaced.add(line.id);
       // Its result and the line that says it ran are written together, one after the other.
       const resultTurn = list.find((m) => m.request === a.request && (m.content || []).some(
@@ -326,7 +324,7 @@
       if (!resultTurn) continue;
       const result = resultTurn.content.find((b) => b.type === "tool_result" && b.call_id === a.tool_call_id);
       const ran = list.find((m) => m.seq === resultTurn.seq + 1 && m.kind === "activity"
-        && speakerOf(m).agent === agent);
+        && m.speaker.agent === agent);
       if (ran) replaced.add(ran.id);
       outcomes.set(a.id, { line: ran ? textOf(ran) : "", result });
     }
@@ -341,13 +339,13 @@
     const links = new Map(); // message id -> {queued, answer, question}
     const running = room.request && !room.request.finished_at ? room.request.id : null;
     for (const q of list) {
-      if (speakerOf(q).kind !== "owner" || q.request == null) continue;
+      if (q.speaker.kind !== "owner" || q.request == null) continue;
       const later = list.filter((m) => m.seq > q.seq);
       const waited = later.some((m) => m.request != null && m.request < q.request)
         || (running !== null && running < q.request && !later.some((m) => m.request === q.request));
       if (!waited) continue;
       const answer = later.filter((m) => m.request === q.request && m.kind === "turn" && !hidden.has(m.id)
-        && speakerOf(m).kind === "agent" && textOf(m)).pop();
+        && m.speaker.kind === "agent" && textOf(m)).pop();
       links.set(q.id, { queued: true, answer });
       if (answer) links.set(answer.id, { question: q });
     }

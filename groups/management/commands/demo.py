@@ -10,13 +10,13 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from garden.models import Agent, Approval, Conversation
+from garden.models import Agent, Conversation
 from garden.services.accounts import model_account_create
 from garden.services.agents import agent_builtins_ensure, agent_create
 from garden.services.conversations import conversation_create
 from garden.worker import running_worker
 from groups.demo import LEDGER_SCRIPT, household_finances, maker_script, trip_group
-from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, GroupRequest
+from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, Approval, GroupRequest
 from groups.services.approvals import approval_decide
 from groups.services.requests import conversation_request_create, request_create
 

@@ -22,7 +22,7 @@ from garden.tools import ToolContext
 from garden.tools.web import http_fetch
 from tests.conftest import wait_for
 from tests.garden.providers.httpserver import Respond, ScriptedServer
-from tests.groups.helpers import openai_reply
+from tests.support.providers import openai_reply
 
 SLOW = "never-answers.slow.test"
 

@@ -10,7 +10,8 @@ import pytest
 
 from garden.providers import get_provider, inline_media_types
 from garden.providers.types import AccountConfig, ArtifactRef, ChatMessage, ChatRequest, TextBlock
-from tests.groups.helpers import anthropic_reply, openai_reply, pdf_bytes, png_bytes
+from tests.groups.helpers import anthropic_reply, pdf_bytes, png_bytes
+from tests.support.providers import openai_reply
 
 PNG = png_bytes()
 PDF = pdf_bytes()

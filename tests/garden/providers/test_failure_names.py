@@ -8,7 +8,7 @@ import socket
 import httpx
 import pytest
 
-from garden.providers._http import classify_exception
+from garden.providers._failures import classify_exception
 from garden.providers.types import ConfirmedRejection
 from tests.garden.providers.httpserver import Respond, ScriptedServer, unused_port
 

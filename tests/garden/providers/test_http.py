@@ -27,6 +27,7 @@ from garden.providers.types import (
     TextBlock,
 )
 from tests.garden.providers.conftest import http_adapter
+from tests.support.providers import openai_reply
 
 KEY = "sk-contract-secret-0123"
 
@@ -46,9 +47,7 @@ def anthropic_error(kind: str, message: str) -> dict[str, Any]:
 
 
 def openai_text(text: str) -> dict[str, Any]:
-    return {
-        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]
-    }
+    return openai_reply(text, usage=None)
 
 
 def anthropic_text(text: str) -> dict[str, Any]:

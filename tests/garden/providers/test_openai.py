@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from garden.providers import get_provider
-from garden.providers._http import ToolNames
+from garden.providers._wire import ToolNames
 from garden.providers.openai import OpenAIProvider
 from garden.providers.types import (
     AccountConfig,

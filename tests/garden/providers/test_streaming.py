@@ -28,6 +28,7 @@ from garden.providers.types import (
     Usage,
 )
 from tests.garden.providers.conftest import http_adapter
+from tests.support.providers import openai_reply
 
 KEY = "sk-stream-secret-0123"
 
@@ -67,10 +68,7 @@ def openai_text_stream(pieces: list[str]) -> list[Any]:
 
 
 def openai_whole(text: str) -> dict[str, Any]:
-    return {
-        "choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 31, "completion_tokens": 9},
-    }
+    return openai_reply(text, usage=(31, 9))
 
 
 def sse(event: str, data: dict[str, Any]) -> str:

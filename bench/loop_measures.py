@@ -1,0 +1,88 @@
+"""What bench/bench_loop.py measures with: the gaps between a request's reservations, chains
+of Celery hops timed from stamps in Redis, the workers' CPU around a run, a thread seeded with
+earlier turns, and waiting for requests to finish."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from bench.support import PgProbe
+from bench.workers import Worker, cpu_seconds
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
+
+
+def reservation_gaps(request_id: int) -> list[float]:
+    """Milliseconds between consecutive working/synthesis reservations of one request."""
+    from groups.models import CallReservation
+
+    stamps = list(
+        CallReservation.objects.filter(request_id=request_id)
+        .exclude(purpose=CallReservation.Purpose.MAINTENANCE)
+        .order_by("id")
+        .values_list("created_at", flat=True)
+    )
+    return [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
+
+
+def seed_thread(group, turns: int) -> None:
+    """Give the group's open thread ``turns`` earlier turns (owner and member alternating,
+    ~80 characters each), as a long-running conversation would have."""
+    from django.db import transaction
+
+    from garden.models import Message
+    from garden.services.conversations import messages_append, text_block
+    from groups.services.requests import group_conversation_open
+
+    member = group.memberships.exclude(agent_id=group.coordinator_id).first().agent
+    with transaction.atomic():
+        conversation = group_conversation_open(group=group)
+        batch = [
+            Message(
+                speaker_kind="agent" if i % 2 else "owner",
+                speaker_agent=member if i % 2 else None,
+                content=[text_block(f"Earlier turn {i}: a figure, a question, a short answer.")],
+            )
+            for i in range(turns)
+        ]
+        messages_append(conversation_id=conversation.pk, messages=batch)
+
+
+def wait_finished(probe: PgProbe, ids: list[int], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while probe.scalar(
+        "select count(*) from groups_grouprequest where id = any(%s) and state not in "
+        "('completed', 'stopped', 'failed')",
+        [ids],
+    ):
+        if time.monotonic() > deadline:
+            raise SystemExit("requests did not finish")
+        time.sleep(0.01)
+
+
+def bare_hops(app, n: int) -> list[float]:
+    """A task that enqueues the next, n times; per-hop time from the stamps in Redis."""
+    return chained(app, "bench.diagnostic_hop", [], n)
+
+
+def with_cpu(workers: list[Worker], run) -> tuple[list[float], float]:
+    """``run()``'s result and the workers' CPU ms it took."""
+    before = sum(cpu_seconds(w.pid) for w in workers)
+    result = run()
+    return result, (sum(cpu_seconds(w.pid) for w in workers) - before) * 1000
+
+
+def chained(app, task: str, args: list, n: int) -> list[float]:
+    import redis
+
+    key = f"garden:bench:hops:{time.time_ns()}"
+    client = redis.Redis.from_url(REDIS_URL)
+    app.send_task(task, args=[*args, n, key])
+    deadline = time.monotonic() + 120
+    while client.llen(key) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stamps = [float(x) for x in client.lrange(key, 0, -1)]
+    client.delete(key)
+    return [(b - a) * 1000 for a, b in itertools.pairwise(stamps)]

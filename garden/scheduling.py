@@ -1,0 +1,44 @@
+"""Sending a Celery task by name, the one way every app enqueues without importing the module
+that defines the task: now (``send``), or once the caller's transaction commits
+(``send_on_commit``), which inside a unit of work (a group step, ``garden.effects``) waits
+until that ends, so the task a step sends never finds the group's lock still held."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from celery import signature
+from django.db import transaction
+
+from garden import effects, telemetry
+
+
+def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
+    """Send task ``name`` now, not waiting for any commit. A registered task sends through
+    its own ``apply_async`` (its routing and options); the name alone is enough for a process
+    that only enqueues."""
+    options: dict[str, Any] = {"countdown": countdown} if countdown else {}
+    headers = telemetry.task_headers()
+    if headers:
+        options["headers"] = headers
+    signature(name, kwargs=kwargs).apply_async(**options)
+
+
+def send_after_commit(deliver: Callable[[], None]) -> None:
+    """Call ``deliver`` (one or more sends) after commit (at once outside a transaction) and,
+    inside a unit of work, only when it ends."""
+
+    def on_commit() -> None:
+        collecting = effects.current()
+        if collecting is None:
+            deliver()
+        else:
+            collecting.sends.append(deliver)
+
+    transaction.on_commit(on_commit)
+
+
+def send_on_commit(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
+    """``send`` task ``name`` once the caller's transaction commits (see send_after_commit)."""
+    send_after_commit(lambda: send(name, countdown=countdown, **kwargs))

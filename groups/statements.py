@@ -1,0 +1,390 @@
+"""The group loop's critical writes, each written twice side by side: its ORM reference (the
+meaning, run on every database that is not PostgreSQL) and a hand-built PostgreSQL statement
+that writes the same rows and refuses the same cases in one round trip. ``_fast`` is the one
+place that chooses; tests/groups/test_statements.py runs both paths against the same rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from garden.models import Agent, Conversation, ModelAccount
+from garden.pricing import PricedCall
+from groups.models import (
+    MAINTENANCE_CALLS,
+    SYNTHESIS_CALLS,
+    WORKING_CALLS,
+    CallReservation,
+    Group,
+    GroupRequest,
+    Membership,
+)
+
+# Per purpose: the request row's counter, its limit, and the state that may spend it (None:
+# any state; rollover's maintenance call is counted apart from the twelve).
+_Purpose, _State = CallReservation.Purpose, GroupRequest.State
+BUDGET_COUNTERS: dict[str, tuple[str, int, str | None]] = {
+    _Purpose.WORKING: ("working_reserved", WORKING_CALLS, _State.RUNNING),
+    _Purpose.SYNTHESIS: ("synthesis_reserved", SYNTHESIS_CALLS, _State.SYNTHESIZING),
+    _Purpose.MAINTENANCE: ("maintenance_reserved", MAINTENANCE_CALLS, None),
+}
+
+# The reservation's fields the fast path's INSERT names; every other concrete field is left to
+# the database (the id) or is written when the call ends (cost, finished_at). A field added to
+# CallReservation belongs in one of the two (tests/groups/test_statements.py checks).
+RESERVATION_INSERTED = (
+    *("request", "owner", "purpose", "agent", "fence", "attempt", "status", "reason"),
+    *("created_at", "provider", "model", "input_tokens", "output_tokens"),
+)
+RESERVATION_LEFT_OUT = ("id", "cost", "finished_at")
+# Where the fast path's INSERT takes a field from the statement itself, not a parameter.
+_SOURCES = {"request": 'counted."id"', "owner": 'g."owner_id"'}
+
+
+def _fast() -> bool:
+    """The one dispatch point: the hand-built statements run on PostgreSQL only."""
+    return connection.vendor == "postgresql"
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+# -- the step's claim ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a step's claim returns: the request and its group as they are after the claim,
+    a stamp of the group's roster (every member's membership, agent and model-account row
+    version: any change to any of them changes it; "" when the path cannot stamp it, so the
+    roster is read afresh) and the last seq of the request's thread (every turn up to it is
+    committed)."""
+
+    request: GroupRequest
+    group: Group
+    roster_stamp: str
+    thread_last_seq: int
+
+
+def tool_wait_cutoff() -> datetime:
+    """A step waiting for a tool slot (``waiting_for`` tools_in_flight) keeps the fence it
+    claimed without holding the group's lock: it is live, not lost, while it has touched its
+    row within the sweeper's delay (groups/loop/tool_calls.py keep_from_sweeper sees to that),
+    so its fence is not claimed again before then. Older, its continuation was lost: reclaimed."""
+    return timezone.now() - timedelta(seconds=settings.GARDEN_SWEEP_AFTER_SECONDS)
+
+
+def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
+    """A step's claim: moves the fence of a steppable request of ``group_id`` from ``fence`` to
+    ``fence + 1`` — or, when a step claimed ``fence + 1`` and never completed it (its worker
+    died) and is not waiting for a tool slot, to ``fence + 2`` — touching ``updated_at``, and
+    returns the request and its group as they are after it. Refuses (None, nothing written) a
+    stale or duplicate delivery, a request that is not steppable, or a wrong group."""
+    if _fast():
+        return claim_fence_pg(request_id=request_id, fence=fence, group_id=group_id)
+    return claim_fence_orm(request_id=request_id, fence=fence, group_id=group_id)
+
+
+def claim_fence_orm(*, request_id: int, fence: int, group_id: int) -> Claim | None:
+    """The reference: two conditional UPDATEs (the next fence, else the lost one), then the
+    rows read back. No roster stamp: the room reads its roster."""
+    now = timezone.now()
+    live = GroupRequest.objects.filter(
+        pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
+    )
+    if not live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
+        lost = live.filter(fence=fence + 1, completed_fence__lt=fence + 1).exclude(
+            waiting_for=GroupRequest.WAITING_FOR_TOOL_SLOT, updated_at__gt=tool_wait_cutoff()
+        )
+        if not lost.update(fence=fence + 2, updated_at=now):
+            return None
+    request = GroupRequest.objects.select_related("group").get(pk=request_id)
+    last_seq = (
+        Conversation.objects.filter(pk=request.conversation_id)
+        .values_list("last_seq", flat=True)
+        .first()
+    )
+    return Claim(
+        request=request, group=request.group, roster_stamp="", thread_last_seq=last_seq or 0
+    )
+
+
+def claim_fence_pg(*, request_id: int, fence: int, group_id: int) -> Claim | None:
+    """PostgreSQL: the claim and the step's first read in one statement (autocommit: the row
+    lock lasts the statement), with the roster's stamp and the thread's last seq. Every
+    concrete column of both rows comes back, so a field added to either is carried."""
+    request_columns = [f.column for f in GroupRequest._meta.concrete_fields]
+    group_columns = [f.column for f in Group._meta.concrete_fields]
+    sql = (
+        f"WITH claimed AS (UPDATE {_q(GroupRequest._meta.db_table)} SET "
+        f'"fence" = CASE WHEN "fence" = %s THEN %s ELSE %s END, "updated_at" = %s '
+        f'WHERE "id" = %s AND "group_id" = %s AND "state" = ANY(%s) AND ("fence" = %s OR '
+        f'("fence" = %s AND "completed_fence" < %s AND NOT ("waiting_for" = %s AND '
+        f'"updated_at" > %s))) RETURNING {", ".join(_q(c) for c in request_columns)}) '
+        f"SELECT {', '.join(f'claimed.{_q(c)}' for c in request_columns)}, "
+        f"{', '.join(f'g.{_q(c)}' for c in group_columns)}, "
+        f"({_ROSTER_STAMP}), ({_THREAD_LAST_SEQ}) "
+        f'FROM claimed JOIN {_q(Group._meta.db_table)} g ON g."id" = claimed."group_id"'
+    )
+    steppable = list(GroupRequest.STEPPABLE_STATES)
+    params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
+    params += [fence, fence + 1, fence + 1, GroupRequest.WAITING_FOR_TOOL_SLOT, tool_wait_cutoff()]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(request_columns)
+    return Claim(
+        request=_from_row(GroupRequest, row[:split]),
+        group=_from_row(Group, row[split:-2]),
+        roster_stamp=row[-2] or "",
+        thread_last_seq=row[-1] or 0,
+    )
+
+
+# The roster's stamp: each row's id and xmin (the transaction that wrote its current version,
+# so any UPDATE changes it, even one that puts back an earlier value) for the group's
+# memberships, their agents and the agents' model accounts, and the coordinator.
+_ROSTER_STAMP = (
+    "SELECT md5(string_agg(concat_ws(':', coalesce(m.id::text, '-'), coalesce(m.xmin::text, "
+    "'-'), a.id, a.xmin, coalesce(ma.id::text, '-'), coalesce(ma.xmin::text, '-')), ',' "
+    "ORDER BY m.position, m.id, a.id)) "
+    f'FROM "{Agent._meta.db_table}" a '
+    f'LEFT JOIN "{Membership._meta.db_table}" m ON m.agent_id = a.id AND m.group_id = g.id '
+    f'LEFT JOIN "{ModelAccount._meta.db_table}" ma ON ma.id = a.model_account_id '
+    f"WHERE a.id = g.coordinator_id OR a.id IN "
+    f'(SELECT agent_id FROM "{Membership._meta.db_table}" WHERE group_id = g.id)'
+)
+_THREAD_LAST_SEQ = (
+    f'SELECT c.last_seq FROM "{Conversation._meta.db_table}" c WHERE c.id = claimed.conversation_id'
+)
+
+
+def _from_row(model, values) -> Any:
+    """A model instance from its concrete columns, converted as the ORM would."""
+    fields = model._meta.concrete_fields
+    converted = []
+    for field, value in zip(fields, values, strict=True):
+        for converter in field.get_db_converters(connection):
+            value = converter(value, field, connection)
+        converted.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], converted)
+
+
+# -- the reservation -------------------------------------------------------------------------
+
+
+def reserve(
+    *,
+    request_id: int,
+    purpose: str,
+    agent_id: int,
+    fence: int | None,
+    attempt: int,
+    at: datetime,
+) -> CallReservation | None:
+    """One call of ``purpose`` counted on the request row (below its limit, in the state that
+    may spend it and, for a step's call, at ``fence``, naming ``agent_id`` the working agent
+    since ``at``) and its audit row written with the owner of the request's group, atomically.
+    Refuses (None, nothing written) a spent budget, a wrong state or a moved fence."""
+    path = reserve_pg if _fast() else reserve_orm
+    return path(
+        request_id=request_id,
+        purpose=purpose,
+        agent_id=agent_id,
+        fence=fence,
+        attempt=attempt,
+        at=at,
+    )
+
+
+def reserve_orm(
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
+) -> CallReservation | None:
+    """The reference: the conditional UPDATE, its rowcount deciding, then the audit row's
+    INSERT, in one transaction."""
+    counter, limit, state = BUDGET_COUNTERS[purpose]
+    filters: dict[str, Any] = {"pk": request_id, f"{counter}__lt": limit}
+    if state is not None:
+        filters["state"] = state
+    changes: dict[str, Any] = {counter: F(counter) + 1}
+    if fence is not None:
+        filters["fence"] = fence
+        changes.update(working_agent_id=agent_id, working_since=at, working_fence=fence)
+    with transaction.atomic():
+        if not GroupRequest.objects.filter(**filters).update(**changes):
+            return None
+        return CallReservation.objects.create(
+            request_id=request_id,
+            owner_id=GroupRequest.objects.filter(pk=request_id)
+            .values_list("group__owner_id", flat=True)
+            .first(),
+            purpose=purpose,
+            agent_id=agent_id,
+            fence=fence or 0,
+            attempt=attempt,
+        )
+
+
+def reserve_pg(
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
+) -> CallReservation | None:
+    """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement (a
+    data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
+    The INSERT sees one row from the UPDATE or none, so no row is written when it matched
+    none. The owner is read from the request's group in the same statement."""
+    counter, limit, state = BUDGET_COUNTERS[purpose]
+    where, params = [f"{_q(counter)} < %s", '"id" = %s'], [limit, request_id]
+    sets, set_params = [f"{_q(counter)} = {_q(counter)} + 1"], []
+    if state is not None:
+        where.append('"state" = %s')
+        params.append(state)
+    if fence is not None:
+        where.append('"fence" = %s')
+        params.append(fence)
+        sets.append('"working_agent_id" = %s, "working_since" = %s, "working_fence" = %s')
+        set_params += [agent_id, at, fence]
+    row = CallReservation(
+        purpose=purpose,
+        agent_id=agent_id,
+        fence=fence or 0,
+        attempt=attempt,
+        status=CallReservation.Status.RESERVED,
+        created_at=at,
+    )
+    fields = [CallReservation._meta.get_field(name) for name in RESERVATION_INSERTED]
+    # The request and the owner come from the UPDATE and the group; the rest from ``row``.
+    values = [f for f in fields if f.name not in _SOURCES]
+    sql = (
+        f"WITH counted AS (UPDATE {_q(GroupRequest._meta.db_table)} SET {', '.join(sets)} "
+        f'WHERE {" AND ".join(where)} RETURNING "id", "group_id") '
+        f"INSERT INTO {_q(CallReservation._meta.db_table)} "
+        f"({', '.join(_q(f.column) for f in fields)}) "
+        f"SELECT {', '.join(_SOURCES.get(f.name, '%s') for f in fields)} "
+        f'FROM counted JOIN {_q(Group._meta.db_table)} g ON g."id" = counted."group_id" '
+        f'RETURNING "id", "request_id", "owner_id"'
+    )
+    row_params = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in values]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*set_params, *params, *row_params])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    row.pk, row.request_id, row.owner_id = found
+    row._state.adding, row._state.db = False, connection.alias
+    return row
+
+
+# -- a step's re-check: consume its reservation and count its call -------------------------
+
+
+def consume_and_count(
+    request_id: int,
+    fields: tuple[str, ...],
+    *,
+    consume: int | None = None,
+    call: PricedCall | None = None,
+) -> tuple | None:
+    """A step's re-check: marks reservation ``consume`` consumed (only while it is reserved),
+    recording ``call`` on it (provider, model, tokens, cost); adds ``call``'s tokens and cost
+    (or, with no price, one unpriced call) to the request's; and returns ``fields`` of the
+    request row as they are after it, read under FOR NO KEY UPDATE (None: no such request).
+    The caller holds a transaction. Values come back as the database gives them: ask only for
+    integer, text and decimal fields. With nothing to consume there is no fast path."""
+    if consume is not None and _fast():
+        return consume_and_count_pg(request_id, fields, consume=consume, call=call)
+    return consume_and_count_orm(request_id, fields, consume=consume, call=call)
+
+
+def consume_and_count_orm(
+    request_id: int,
+    fields: tuple[str, ...],
+    *,
+    consume: int | None = None,
+    call: PricedCall | None = None,
+) -> tuple | None:
+    """The reference: the reservation's UPDATE, the request's counting UPDATE, the locking
+    read."""
+    if consume is not None:
+        recorded = call.recorded() if call is not None else {}
+        CallReservation.objects.filter(pk=consume, status=CallReservation.Status.RESERVED).update(
+            status=CallReservation.Status.CONSUMED,
+            reason="",
+            finished_at=timezone.now(),
+            **recorded,
+        )
+    if _counts(call):
+        input_tokens, output_tokens, cost, unpriced = _request_counts(call)
+        GroupRequest.objects.filter(pk=request_id).update(
+            input_tokens=F("input_tokens") + input_tokens,
+            output_tokens=F("output_tokens") + output_tokens,
+            cost=F("cost") + cost,
+            unpriced_calls=F("unpriced_calls") + unpriced,
+        )
+    return (
+        GroupRequest.objects.select_for_update(of=("self",), no_key=True)
+        .filter(pk=request_id)
+        .values_list(*fields)
+        .first()
+    )
+
+
+def consume_and_count_pg(
+    request_id: int, fields: tuple[str, ...], *, consume: int, call: PricedCall | None = None
+) -> tuple | None:
+    """PostgreSQL: the same in one statement, lock and count together. The row is locked by
+    the UPDATE that counts the call when there is anything to count (it returns the row as it
+    then is), else by FOR NO KEY UPDATE."""
+    requests = _q(GroupRequest._meta.db_table)
+    columns = ", ".join(_q(GroupRequest._meta.get_field(f).column) for f in fields)
+    counts = _counts(call)
+    read = (
+        f'UPDATE {requests} SET "input_tokens" = "input_tokens" + %s, '
+        f'"output_tokens" = "output_tokens" + %s, "cost" = "cost" + %s, '
+        f'"unpriced_calls" = "unpriced_calls" + %s WHERE "id" = %s RETURNING {columns}'
+        if counts
+        else f'SELECT {columns} FROM {requests} WHERE "id" = %s FOR NO KEY UPDATE'
+    )
+    recorded = call.recorded() if call is not None else {}
+    recorded_sql = "".join(
+        f", {_q(CallReservation._meta.get_field(name).column)} = %s" for name in recorded
+    )
+    sql = (
+        f"WITH consumed AS (UPDATE {_q(CallReservation._meta.db_table)} SET "
+        f'"status" = %s, "reason" = %s, "finished_at" = %s{recorded_sql} '
+        f'WHERE "id" = %s AND "status" = %s) {read}'
+    )
+    params: list[Any] = [CallReservation.Status.CONSUMED, "", timezone.now()]
+    params += list(recorded.values())
+    params += [consume, CallReservation.Status.RESERVED]
+    if counts:
+        params += [*_request_counts(call)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, request_id])
+        return cursor.fetchone()
+
+
+def _counts(call: PricedCall | None) -> bool:
+    """Whether ``call`` adds anything to its request (tokens, a cost, or an unpriced call)."""
+    return call is not None and bool(call.input_tokens or call.output_tokens or call.cost != 0)
+
+
+def _request_counts(call: PricedCall) -> tuple[int, int, Decimal, int]:
+    """What ``call`` adds to its request: its tokens, its cost, and one unpriced call when
+    its model has no price."""
+    unpriced = call.cost is None
+    return (
+        call.input_tokens,
+        call.output_tokens,
+        Decimal(0) if unpriced else call.cost,
+        int(unpriced),
+    )

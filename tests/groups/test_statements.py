@@ -1,0 +1,306 @@
+"""The group loop's critical writes (groups/statements.py): each statement's ORM reference and
+its PostgreSQL fast path, run against the same starting rows, write the same rows (every
+concrete field, so a field added to a model is checked too) and refuse the same cases. On
+SQLite only the reference runs, against the same expected rows: the embedded default's path
+is checked in its own right."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from garden.models import Conversation, Message
+from garden.pricing import PricedCall
+from garden.services.conversations import messages_append
+from garden.statements import RowUpdate
+from groups import budget, lock_order, statements
+from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, CallReservation, Group, GroupRequest
+from tests.support.rows import fields_of, row
+
+pytestmark = pytest.mark.django_db
+
+
+def a_request(group_factory, **changes: Any) -> GroupRequest:
+    """A request of a group of its own (one active request per group), its row set to
+    ``changes``."""
+    group = group_factory(concierge_rules=[], members={"ledger": []})
+    # Its thread holds the owner's turn (seq 1).
+    thread = Conversation.objects.create(owner=group.owner, group=group, last_seq=1)
+    request = GroupRequest.objects.create(group=group, conversation=thread)
+    if changes:
+        GroupRequest.objects.filter(pk=request.pk).update(**changes)
+    request.refresh_from_db()
+    return request
+
+
+def test_each_statement_dispatches_to_the_fast_path_on_postgresql_only(monkeypatch):
+    taken = []
+    for name in ("claim_fence", "reserve", "consume_and_count"):
+        for form in ("orm", "pg"):
+            monkeypatch.setattr(
+                statements, f"{name}_{form}", lambda *a, _f=form, **k: taken.append(_f)
+            )
+    statements.claim_fence(request_id=1, fence=0, group_id=1)
+    statements.reserve(
+        request_id=1, purpose="working", agent_id=1, fence=0, attempt=1, at=timezone.now()
+    )
+    statements.consume_and_count(1, ("fence",), consume=1)
+    statements.consume_and_count(1, ("fence",))  # nothing to consume: a locking read
+    fast = "pg" if connection.vendor == "postgresql" else "orm"
+    assert taken == [fast, fast, fast, "orm"]
+
+
+# -- the claim -------------------------------------------------------------------------------
+
+RECENT, OLD = timedelta(seconds=0), timedelta(days=1)
+
+# (state, fence, completed_fence, waiting_for, touched ago, delivered fence) -> fence claimed
+CLAIMS = [
+    ("running", 3, 3, "", RECENT, 3, 4),  # the next step
+    ("synthesizing", 3, 3, "", RECENT, 3, 4),
+    ("running", 4, 3, "", RECENT, 3, 5),  # step 4 was claimed and never completed: again higher
+    ("running", 4, 3, GroupRequest.WAITING_FOR_TOOL_SLOT, RECENT, 3, None),  # live: waiting
+    ("running", 4, 3, GroupRequest.WAITING_FOR_TOOL_SLOT, OLD, 3, 5),  # its wait was lost
+    ("running", 4, 4, "", RECENT, 3, None),  # a duplicate of a completed step
+    ("running", 5, 3, "", RECENT, 3, None),  # stale
+    ("awaiting_approval", 3, 3, "", RECENT, 3, None),  # not steppable
+    ("completed", 3, 3, "", RECENT, 3, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("state", "fence", "completed", "waiting", "ago", "delivered", "claimed"), CLAIMS
+)
+def test_the_claim_moves_the_fence_or_refuses(
+    group_factory, path, state, fence, completed, waiting, ago, delivered, claimed
+):
+    request = a_request(
+        group_factory,
+        state=state,
+        fence=fence,
+        completed_fence=completed,
+        waiting_for=waiting,
+        updated_at=timezone.now() - ago,
+    )
+    before = row(GroupRequest, request.pk)
+
+    result = getattr(statements, f"claim_fence_{path}")(
+        request_id=request.pk, fence=delivered, group_id=request.group_id
+    )
+
+    after = row(GroupRequest, request.pk)
+    if claimed is None:
+        assert result is None and after == before, "refused: nothing written"
+        return
+    assert after["updated_at"] > before["updated_at"]
+    assert after == {**before, "fence": claimed, "updated_at": after["updated_at"]}
+    # What it returns is the rows as they are after it, every field.
+    assert fields_of(result.request) == after
+    assert fields_of(result.group) == row(Group, request.group_id)
+    last_seq = Conversation.objects.get(pk=request.conversation_id).last_seq
+    assert result.thread_last_seq == last_seq == 1
+    assert bool(result.roster_stamp) == (path == "pg")  # the reference reads the roster afresh
+
+
+def test_the_claim_refuses_a_wrong_group(group_factory, path):
+    request = a_request(group_factory, state="running")
+    other = a_request(group_factory)
+    before = row(GroupRequest, request.pk)
+    claim = getattr(statements, f"claim_fence_{path}")
+    assert claim(request_id=request.pk, fence=0, group_id=other.group_id) is None
+    assert row(GroupRequest, request.pk) == before
+
+
+def test_the_step_claims_through_the_statement(group_factory):
+    request = a_request(group_factory, state="running")
+    claimed = lock_order.claim_fence(request_id=request.pk, fence=0, group_id=request.group_id)
+    assert claimed.request.fence == 1 == GroupRequest.objects.get(pk=request.pk).fence
+
+
+# -- the reservation -------------------------------------------------------------------------
+
+# (purpose, state, counter already reserved, fence on the row, fence delivered) -> reserved?
+RESERVATIONS = [
+    ("working", "running", 0, 3, 3, True),
+    ("working", "running", WORKING_CALLS - 1, 3, 3, True),  # the last of the twelve
+    ("working", "running", WORKING_CALLS, 3, 3, False),  # spent
+    ("working", "running", 0, 4, 3, False),  # the fence moved
+    ("working", "synthesizing", 0, 3, 3, False),  # not the state that may spend it
+    ("synthesis", "synthesizing", 0, 3, None, True),
+    ("synthesis", "synthesizing", SYNTHESIS_CALLS, 3, None, False),
+    ("maintenance", "completed", 0, 3, None, True),  # any state, apart from the twelve
+    ("maintenance", "completed", 1, 3, None, False),
+]
+
+
+@pytest.mark.parametrize(("purpose", "state", "used", "fence", "delivered", "made"), RESERVATIONS)
+def test_a_reservation_counts_and_writes_its_audit_row_or_refuses(
+    group_factory, path, purpose, state, used, fence, delivered, made
+):
+    counter = statements.BUDGET_COUNTERS[purpose][0]
+    request = a_request(group_factory, state=state, fence=fence, **{counter: used})
+    agent_id = request.group.coordinator_id
+    before = row(GroupRequest, request.pk)
+    at = timezone.now() - timedelta(seconds=5)
+
+    result = getattr(statements, f"reserve_{path}")(
+        request_id=request.pk,
+        purpose=purpose,
+        agent_id=agent_id,
+        fence=delivered,
+        attempt=2,
+        at=at,
+    )
+
+    after = row(GroupRequest, request.pk)
+    written = list(CallReservation.objects.filter(request=request).values_list("pk", flat=True))
+    if not made:
+        assert result is None and after == before and written == [], "refused: nothing written"
+        return
+    expected = {**before, counter: used + 1}
+    if delivered is not None:
+        expected.update(working_agent_id=agent_id, working_since=at, working_fence=delivered)
+    assert after == expected
+    assert written == [result.pk]
+    audit = row(CallReservation, result.pk)
+    assert fields_of(result) == audit, "what it returns is the row written"
+    assert audit["created_at"] is not None
+    del audit["id"], audit["created_at"]
+    assert audit == {
+        "request_id": request.pk,
+        "owner_id": request.group.owner_id,
+        "purpose": purpose,
+        "agent_id": agent_id,
+        "fence": delivered or 0,
+        "attempt": 2,
+        "status": "reserved",
+        "reason": "",
+        "provider": "",
+        "model": "",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost": None,
+        "finished_at": None,
+    }
+
+
+def test_the_budget_reserves_through_the_statement(group_factory):
+    request = a_request(group_factory, state="running")
+    made = budget.reserve_call(
+        request_id=request.pk, purpose="working", agent_id=request.group.coordinator_id, fence=0
+    )
+    assert made.pk and GroupRequest.objects.get(pk=request.pk).working_reserved == 1
+
+
+def test_the_fast_path_names_every_field_of_the_audit_row():
+    """A field added to CallReservation must be named in the fast path's INSERT or declared
+    left to the database; left out, it has to be one the database can fill."""
+    inserted, left = set(statements.RESERVATION_INSERTED), set(statements.RESERVATION_LEFT_OUT)
+    assert not inserted & left
+    assert {f.name for f in CallReservation._meta.concrete_fields} == inserted | left
+    for name in left - {"id"}:
+        field = CallReservation._meta.get_field(name)
+        assert field.null or field.has_db_default(), name
+
+
+# -- consume and count -----------------------------------------------------------------------
+
+PRICED = PricedCall("openai", "gpt-4o", 1_000, 100, Decimal("0.003500000"))
+UNPRICED = PricedCall("openai", "llama3.1:8b", 50, 5, None)
+FREE = PricedCall("scripted", "scripted", 0, 0, Decimal(0))
+READ = ("fence", "state", "input_tokens", "output_tokens", "cost", "unpriced_calls")
+
+
+@pytest.mark.parametrize(
+    ("call", "status", "consumed", "counted"),
+    [
+        (PRICED, "reserved", True, (1_000, 100, Decimal("0.0035"), 0)),
+        (UNPRICED, "reserved", True, (50, 5, Decimal(0), 1)),
+        (FREE, "reserved", True, (0, 0, Decimal(0), 0)),  # recorded, nothing to count
+        (None, "reserved", True, (0, 0, Decimal(0), 0)),  # an ambiguous failure: no reply
+        (None, "consumed", False, (0, 0, Decimal(0), 0)),  # already consumed: refused
+        (None, "released", False, (0, 0, Decimal(0), 0)),  # given back: refused
+    ],
+)
+def test_consume_and_count_records_the_call_and_reads_the_row_after_it(
+    group_factory, path, call, status, consumed, counted
+):
+    request = a_request(group_factory, state="running", fence=2, working_reserved=1)
+    reservation = CallReservation.objects.create(
+        request=request,
+        owner_id=request.group.owner_id,
+        purpose="working",
+        agent_id=request.group.coordinator_id,
+        fence=2,
+        status=status,
+        reason="earlier" if status != "reserved" else "",
+    )
+    before, kept = row(GroupRequest, request.pk), row(CallReservation, reservation.pk)
+
+    with transaction.atomic():
+        read = getattr(statements, f"consume_and_count_{path}")(
+            request.pk, READ, consume=reservation.pk, call=call
+        )
+
+    names = ("input_tokens", "output_tokens", "cost", "unpriced_calls")
+    after = row(GroupRequest, request.pk)
+    assert after == {**before, **dict(zip(names, counted, strict=True))}
+    assert read == (2, "running", *counted)
+    audit = row(CallReservation, reservation.pk)
+    if not consumed:
+        assert audit == kept, "refused: the reservation is left as it was"
+        return
+    assert audit["finished_at"] is not None
+    recorded = call.recorded() if call else {}
+    assert audit == {
+        **kept,
+        "status": "consumed",
+        "reason": "",
+        "finished_at": audit["finished_at"],
+        **recorded,
+    }
+
+
+def test_consume_and_count_reads_nothing_of_a_request_that_is_gone(path):
+    with transaction.atomic():
+        assert getattr(statements, f"consume_and_count_{path}")(0, READ, consume=0) is None
+
+
+# -- a step's turns with its request row -----------------------------------------------------
+
+
+def test_a_steps_turns_and_its_request_row_are_one_statement_on_postgresql(group_factory):
+    """The request row is described (garden/statements.py RowUpdate), with what save would
+    write (``updated_at`` refreshed), and written with the turns."""
+    request = a_request(group_factory, state="running", fence=2)
+    before = row(GroupRequest, request.pk)
+    request.queue, request.completed_fence = [{"agent": 1, "kind": "mention"}], 2
+    turn = Message(speaker_kind="garden", kind=Message.Kind.NOTICE, content=[], request=request)
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        messages_append(
+            conversation_id=request.conversation_id,
+            messages=[turn],
+            also=RowUpdate.of(request, ["queue", "completed_fence", "updated_at"]),
+        )
+
+    writes = [q["sql"].split()[0] for q in queries.captured_queries]
+    writes = [w for w in writes if w in ("WITH", "UPDATE", "INSERT")]
+    assert writes == (
+        ["WITH"] if connection.vendor == "postgresql" else ["UPDATE"] * 2 + ["INSERT"]
+    )
+    after = row(GroupRequest, request.pk)
+    assert after["updated_at"] > before["updated_at"]
+    assert after == {
+        **before,
+        "queue": [{"agent": 1, "kind": "mention"}],
+        "completed_fence": 2,
+        "updated_at": after["updated_at"],
+    }
+    assert Message.objects.get(pk=turn.pk).seq == 2
