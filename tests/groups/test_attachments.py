@@ -27,10 +27,10 @@ from tests.groups.helpers import (
     anthropic_reply,
     drive,
     on_server,
-    openai_reply,
     pdf_bytes,
     png_bytes,
 )
+from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
 

@@ -28,9 +28,9 @@ from tests.groups.helpers import (
     answer_of,
     drive,
     one_to_one,
-    openai_reply,
 )
 from tests.groups.helpers import writer as make_writer
+from tests.support.providers import openai_reply
 
 
 def agent(owner, handle="ledger", rules=(), default="ok", tools=(), approvals=(), **options):
