@@ -207,11 +207,6 @@ def approval_event(approval: Approval) -> dict[str, Any]:
     return {"type": kind, "approval": approval_payload(approval)}
 
 
-class AgentRefOutput(serializers.Serializer):
-    id = serializers.IntegerField(source="pk")
-    handle = serializers.CharField()
-
-
 class GroupMemberOutput(AgentFaceOutput):
     """A member's face, whether it can run now, and whether it was removed."""
 
@@ -228,7 +223,7 @@ class GroupOutput(serializers.Serializer):
 
     id = serializers.IntegerField(source="pk")
     name = serializers.CharField()
-    coordinator = AgentRefOutput()
+    coordinator = AgentFaceOutput()
     members = serializers.SerializerMethodField()
     room_cap_chars = serializers.IntegerField()
     memory_sentence = serializers.SerializerMethodField()

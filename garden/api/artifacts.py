@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden.models import Artifact
+from garden.payloads import AgentFaceOutput
 from garden.services.artifacts import artifact_delete
 from garden.storage import owner_artifacts, storage_usage
 
@@ -32,12 +34,6 @@ class StorageUsageOutput(serializers.Serializer):
     limit = serializers.IntegerField(help_text="GARDEN_MAX_STORAGE_BYTES_PER_OWNER.")
 
 
-class ArtifactAgentOutput(serializers.Serializer):
-    id = serializers.IntegerField()
-    handle = serializers.CharField()
-    name = serializers.CharField()
-
-
 class ArtifactConversationOutput(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
@@ -45,18 +41,42 @@ class ArtifactConversationOutput(serializers.Serializer):
 
 
 class ArtifactOutput(serializers.Serializer):
-    id = serializers.IntegerField()
+    """A document in the owner's list, as the API and the Documents page show it."""
+
+    id = serializers.IntegerField(source="pk")
     title = serializers.CharField()
     kind = serializers.CharField()
     mime_type = serializers.CharField()
     size = serializers.IntegerField(help_text="Bytes.")
-    attached = serializers.BooleanField(help_text="A file the owner attached, not an agent's.")
-    agent = ArtifactAgentOutput(allow_null=True)
-    conversation = ArtifactConversationOutput(
-        allow_null=True, help_text="Null: no conversation (its history cleared or purged)."
+    attached = serializers.SerializerMethodField(
+        help_text="A file the owner attached, not an agent's."
     )
-    where = serializers.CharField(help_text='Where it came from, or "no conversation".')
+    agent = AgentFaceOutput(allow_null=True)
+    conversation = serializers.SerializerMethodField(
+        help_text="Null: no conversation (its history cleared or purged)."
+    )
+    where = serializers.SerializerMethodField(help_text='Where it came from, or "no conversation".')
     created_at = serializers.DateTimeField()
+
+    @extend_schema_field(OpenApiTypes.BOOL)
+    def get_attached(self, artifact: Artifact) -> bool:
+        return bool(getattr(artifact, "attached", False))
+
+    @extend_schema_field(ArtifactConversationOutput(allow_null=True))
+    def get_conversation(self, artifact: Artifact) -> dict[str, Any] | None:
+        conversation = artifact.conversation
+        if conversation is None:
+            return None
+        return {"id": conversation.pk, "title": str(conversation), "group": conversation.group_id}
+
+    @extend_schema_field(OpenApiTypes.STR)
+    def get_where(self, artifact: Artifact) -> str:
+        conversation = artifact.conversation
+        if conversation is None:
+            return "no conversation"
+        if conversation.group_id is not None:
+            return conversation.group.name
+        return f"1:1 with @{conversation.agent.handle}" if conversation.agent else "1:1"
 
 
 class ArtifactListOutput(serializers.Serializer):
@@ -65,33 +85,12 @@ class ArtifactListOutput(serializers.Serializer):
     usage = StorageUsageOutput()
 
 
+_ARTIFACT_OUTPUT = ArtifactOutput()
+
+
 def artifact_payload(artifact: Artifact) -> dict[str, Any]:
     """The one JSON shape of a document in the owner's list (API and dashboard)."""
-    agent, conversation = artifact.agent, artifact.conversation
-    if conversation is None:
-        where = "no conversation"
-    elif conversation.group_id is not None:
-        where = conversation.group.name
-    else:
-        where = f"1:1 with @{conversation.agent.handle}" if conversation.agent else "1:1"
-    return {
-        "id": artifact.pk,
-        "title": artifact.title,
-        "kind": artifact.kind,
-        "mime_type": artifact.mime_type,
-        "size": artifact.size,
-        "attached": bool(getattr(artifact, "attached", False)),
-        "agent": {"id": agent.pk, "handle": agent.handle, "name": agent.name} if agent else None,
-        "conversation": {
-            "id": conversation.pk,
-            "title": str(conversation),
-            "group": conversation.group_id,
-        }
-        if conversation
-        else None,
-        "where": where,
-        "created_at": artifact.created_at,
-    }
+    return _ARTIFACT_OUTPUT.to_representation(artifact)
 
 
 class ArtifactListApi(APIView):
@@ -110,12 +109,13 @@ class ArtifactListApi(APIView):
             found = found.filter(pk__lt=data.validated_data["before"])
         rows = list(found[: limit + 1])
         page = rows[:limit]
-        out = {
-            "artifacts": [artifact_payload(a) for a in page],
-            "next_before": page[-1].pk if len(rows) > limit else None,
-            "usage": storage_usage(owner_id=request.user.pk).to_json(),
-        }
-        return Response(ArtifactListOutput(out).data)
+        return Response(
+            {
+                "artifacts": [artifact_payload(a) for a in page],
+                "next_before": page[-1].pk if len(rows) > limit else None,
+                "usage": storage_usage(owner_id=request.user.pk).to_json(),
+            }
+        )
 
 
 class ArtifactDetailApi(APIView):

@@ -106,7 +106,14 @@ def test_create_defaults_to_concierge_and_returns_the_group(api, team):
         "archived_at",
     }
     assert body["name"] == "Household finances"
-    assert body["coordinator"] == {"id": team["concierge"].pk, "handle": "concierge"}
+    # The coordinator's face, the one shape an agent has everywhere.
+    concierge = team["concierge"]
+    assert body["coordinator"] == {
+        "id": concierge.pk,
+        "handle": "concierge",
+        "name": concierge.name,
+        "colour": concierge.colour,
+    }
     assert member_handles(body) == ["concierge", "ledger", "advisor"]
     assert body["members"][1] == {
         "id": team["ledger"].pk,
