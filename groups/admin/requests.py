@@ -18,23 +18,16 @@ from garden.admin_base import ReadOnlyAdmin
 from groups import selectors
 from groups.models import CallReservation, GroupRequest
 
+# A reservation's columns, in the request's inline and on the reservations' own list alike.
+RESERVATION_FIELDS = [
+    *("purpose", "agent", "fence", "attempt", "status", "reason", "provider", "model"),
+    *("input_tokens", "output_tokens", "cost", "created_at", "finished_at"),
+]
+
 
 class CallReservationInline(admin.TabularInline):
     model = CallReservation
-    fields = [
-        "purpose",
-        "agent",
-        "fence",
-        "attempt",
-        "status",
-        "reason",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "cost",
-        "created_at",
-        "finished_at",
-    ]
+    fields = RESERVATION_FIELDS
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -68,22 +61,7 @@ class GroupRequestAdmin(ReadOnlyAdmin):
 
 @admin.register(CallReservation)
 class CallReservationAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "request",
-        "purpose",
-        "agent",
-        "attempt",
-        "status",
-        "reason",
-        "provider",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "cost",
-        "created_at",
-        "finished_at",
-    ]
+    list_display = ["id", "request", *(f for f in RESERVATION_FIELDS if f != "fence")]
     list_filter = ["purpose", "status", "provider"]
     list_select_related = ["request", "agent"]
 

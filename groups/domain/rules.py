@@ -193,6 +193,21 @@ def _check_new_coordinator(
     return errors
 
 
+def _coordinator_errors(
+    coordinator: int, members: Sequence[int], agents: Mapping[int, Candidate], owner_id: int
+) -> list[GroupRuleError]:
+    """A newly chosen coordinator's errors: its own (``_check_new_coordinator``), else that it
+    must be one of ``members``."""
+    errors = _check_new_coordinator(coordinator, agents, owner_id)
+    if not errors and coordinator not in members:
+        errors.append(
+            GroupRuleError(
+                COORDINATOR_NOT_MEMBER, "coordinator", "The coordinator must be one of the members."
+            )
+        )
+    return errors
+
+
 def _unique(members: Sequence[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(members))
 
@@ -230,15 +245,7 @@ def check_group_create(
         if not coordinator_errors and coordinator not in resolved:
             resolved.insert(0, coordinator)
     else:
-        coordinator_errors = _check_new_coordinator(coordinator, agents, owner_id)
-        if not coordinator_errors and coordinator not in resolved:
-            coordinator_errors.append(
-                GroupRuleError(
-                    COORDINATOR_NOT_MEMBER,
-                    "coordinator",
-                    "The coordinator must be one of the members.",
-                )
-            )
+        coordinator_errors = _coordinator_errors(coordinator, resolved, agents, owner_id)
     errors += coordinator_errors
     errors += _check_runnable(resolved, agents, owner_id)
     if errors or coordinator is None:
@@ -284,16 +291,7 @@ def check_group_change(
     new_coordinator = current.coordinator
     if coordinator is not None and coordinator != current.coordinator:
         new_coordinator = coordinator
-        coordinator_errors = _check_new_coordinator(coordinator, agents, owner_id)
-        if not coordinator_errors and coordinator not in new_members:
-            coordinator_errors.append(
-                GroupRuleError(
-                    COORDINATOR_NOT_MEMBER,
-                    "coordinator",
-                    "The coordinator must be one of the members.",
-                )
-            )
-        errors += coordinator_errors
+        errors += _coordinator_errors(coordinator, new_members, agents, owner_id)
     elif new_coordinator not in new_members:
         errors.append(
             GroupRuleError(
