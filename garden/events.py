@@ -62,7 +62,7 @@ def _checked(event: dict[str, Any]) -> dict[str, Any]:
     GARDEN_CHECK_EVENTS (by default DEBUG) is on, so a field added to a payload without its
     serializer fails where it is sent."""
     payload = json.loads(json.dumps(event))
-    if getattr(settings, "GARDEN_CHECK_EVENTS", settings.DEBUG):
+    if settings.GARDEN_CHECK_EVENTS:
         check_event(payload)
     return payload
 
