@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.loop_measures import wait_finished
 from bench.seeding import build_group
 from bench.support import (
     ROOT,
@@ -142,15 +143,7 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
         ids = [request_create(group=g, text="Keep digging.").pk for g in groups]
         created = time.time() - t0
         connections.close_all()
-        deadline = time.monotonic() + max(600, 40 * args.latency * 12)
-        while probe.scalar(
-            "select count(*) from groups_grouprequest where id = any(%s) and state not in "
-            "('completed', 'stopped', 'failed')",
-            [ids],
-        ):
-            if time.monotonic() > deadline:
-                raise SystemExit("requests did not finish in time")
-            time.sleep(0.1)
+        wait_finished(probe, ids, timeout=max(600, 40 * args.latency * 12))
         stats = client.stats()
         cpu = sum(cpu_seconds(w.pid) for w in started) - cpu0
         sampler.stop()
