@@ -190,112 +190,6 @@
     sync();
   });
 
-  // --- approvals ----------------------------------------------------------------------------
-
-  // Each approval remembers when the page learned of it, so a list the API read before then
-  // (its answer still on the way) cannot take it away as "decided elsewhere".
-  let learned = 0;
-  function onApproval(approval) {
-    room.approvals.set(approval.id, { ...approval, busy: false, learned: ++learned });
-  }
-
-  // The open thread's approvals, decided ones too, so a card stays where its call was made
-  // after a reload; before the thread is known, the pending ones.
-  async function loadApprovals() {
-    const query = room.conversation !== null ? `conversation=${room.conversation}` : "state=pending";
-    const asked = learned;
-    const result = await api("GET", `${urls.approvals}?${query}`);
-    if (!result.ok) return;
-    const list = result.data.approvals;
-    const ours = (approval) => approval.group === room.group.id;
-    const listed = new Set();
-    for (const approval of list) {
-      if (!ours(approval)) continue;
-      listed.add(approval.id);
-      room.approvals.set(approval.id, { ...(room.approvals.get(approval.id) || {}), ...approval });
-    }
-    // Shown as pending here but not listed as such there: decided elsewhere, or its request ended.
-    for (const [id, approval] of room.approvals) {
-      if (approval.status === "pending" && !listed.has(id) && (approval.learned || 0) <= asked) {
-        room.approvals.delete(id);
-      }
-    }
-  }
-
-  // ``changes``: the arguments to approve it with instead of the requested ones.
-  async function decide(id, decision, changes) {
-    const approval = room.approvals.get(id);
-    if (!approval || approval.busy) return null;
-    approval.busy = true;
-    approval.error = "";
-    shared.render();
-    const body = { decision, surface: "dashboard", ...(changes ? { arguments: changes } : {}) };
-    const result = await api("POST", `${urls.approvals}/${id}/decide`, body);
-    approval.busy = false;
-    if (result.ok) {
-      approval.status = result.data.status;
-      approval.approved_arguments = result.data.approved_arguments;
-    } else if (!changes) {
-      approval.error = errorsOf(result)[0].message;
-    }
-    shared.render();
-    if (result.ok || !changes) textarea.focus();
-    return result;
-  }
-
-  // Approve with changes: a sheet with one field per argument (text as it is, anything else
-  // as JSON); the API checks them against the tool's schema and names what does not fit.
-  const editDialog = $("approval-edit-dialog");
-  const editForm = $("approval-edit-form");
-  let editing = null;
-  function editApproval(id, opener) {
-    const approval = room.approvals.get(id);
-    if (!approval || approval.status !== "pending") return;
-    editing = { id, opener, kinds: {} };
-    const args = (approval.action && approval.action.arguments) || {};
-    $("approval-edit-label").textContent = approval.label || "";
-    const fields = Object.entries(args).map(([name, value], i) => {
-      const text = typeof value === "string";
-      editing.kinds[name] = text ? "text" : "json";
-      const id = `approval-edit-${i}`;
-      const input = make("textarea", { id, name: `arg-${i}`, rows: text && value.length > 60 ? 4 : 1,
-        "data-argument": name });
-      input.value = text ? value : JSON.stringify(value);
-      return make("div", { className: "form-row" },
-        make("label", { for: id, text: text ? name : `${name} (JSON)` }), input);
-    });
-    $("approval-edit-fields").replaceChildren(...fields);
-    showErrors(editForm, []);
-    editDialog.showModal();
-    const first = editForm.querySelector("textarea");
-    if (first) first.focus();
-  }
-  editForm.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    if (!editing) return;
-    const changes = {};
-    for (const input of editForm.querySelectorAll("[data-argument]")) {
-      const name = input.dataset.argument;
-      if (editing.kinds[name] === "text") { changes[name] = input.value; continue; }
-      try { changes[name] = JSON.parse(input.value); } catch (err) {
-        showErrors(editForm, [{ field: "arguments", message: `${name} is not valid JSON.` }]);
-        input.focus();
-        return;
-      }
-    }
-    const submit = editForm.querySelector("[type=submit]");
-    submit.disabled = true;
-    const result = await decide(editing.id, "approve", changes);
-    submit.disabled = false;
-    if (result && !result.ok) { showErrors(editForm, errorsOf(result)); return; }
-    editDialog.close();
-    editing = null;
-  });
-  editDialog.addEventListener("close", () => {
-    if (editing && editing.opener && editing.opener.isConnected) editing.opener.focus();
-    editing = null;
-  });
-
   // --- the truth from the API -----------------------------------------------------------------
 
   function resetTranscript() {
@@ -360,7 +254,7 @@
         const current = page.active_request || page.queued[0];
         if (current) onRequest(current);
         else if (room.request && ACTIVE.has(room.request.state)) await refreshRequest(room.request.id);
-        await loadApprovals();
+        await shared.loadApprovals();
       } while (syncAgain);
     })().finally(() => { syncing = null; shared.schedule(); });
     return syncing;
@@ -375,7 +269,7 @@
       case "request.state": onRequest(event.request); break;
       case "request.draft": shared.onDraft(event); break;
       case "approval.created":
-      case "approval.decided": onApproval(event.approval); break;
+      case "approval.decided": shared.onApproval(event.approval); break;
       case "conversation.rolled": resetTranscript(); sync(); break;
       case "group.updated": shared.onGroupChange(event); break;
       case "group.deleted": if (!room.deleted) shared.gone(); break;
@@ -421,7 +315,7 @@
   }
 
   Object.assign(shared, {
-    renderBudget, onRequest, decide, editApproval, resetTranscript, onMessage, sync, connect, setLive,
+    renderBudget, onRequest, resetTranscript, onMessage, sync, connect, setLive,
     socket: () => socket,
   });
 })();

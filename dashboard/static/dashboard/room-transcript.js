@@ -67,12 +67,13 @@
   }
 
   const pretty = (value) => (typeof value === "string" ? value : JSON.stringify(value ?? {}, null, 2));
+  shared.parts = { details, pretty, textOf };
 
   // Blocks the transcript shows elsewhere: a hand-off's call on its activity line, an approval's
   // call on its card. Set by items() before anything is built.
   let shownElsewhere = new Set();
   let approvalCalls = new Set(); // tool call ids of approvals: their results are on the cards
-  let outcomes = new Map(); // approval id -> {line, result}: what its decision led to
+  let outcomes = new Map(); // approval id -> {line, result}: what its decision led to (room-approvals.js)
 
   function buildBlock(m, block, i) {
     const key = `m${m.id}.${i}`;
@@ -242,95 +243,6 @@
     }
   }
 
-  // --- approvals: a card where the call was made ---------------------------------------------
-
-  // What an approval asks, in words: the API says it ("Ledger wants to write plan.md"), as the
-  // Telegram message and the activity line do.
-  function actionLabel(agent, action, approval) {
-    return (approval && approval.label) || `${agent.name} wants to use ${action.name}`;
-  }
-
-  function buildArguments(args) {
-    const rows = Object.entries(args || {}).flatMap(([name, value]) => [
-      make("dt", { text: name }),
-      make("dd", {}, make("pre", { text: pretty(value), tabindex: 0, "aria-label": name })),
-    ]);
-    return rows.length ? make("dl", { className: "approval-args" }, ...rows) : null;
-  }
-
-  function buildApproval(a) {
-    const agent = a.agent;
-    const action = a.action || {};
-    const label = actionLabel(agent, action, a);
-    const pending = a.status === "pending";
-    const card = make("div", {
-      className: `approval${pending ? "" : " approval--decided"}`, role: "group",
-      "aria-label": `${agent.name} asks for approval`,
-    });
-    card.append(
-      make("div", { className: "approval-head" }, face(agent, { small: true }), make("span", { text: label }),
-        make("span", { className: "tag", text: action.name })),
-      buildArguments(action.arguments) || "",
-    );
-    const button = (decision, text, className) => make("button", {
-      type: "button", className: `button ${className}`, "data-decide": decision, "data-approval": a.id,
-      disabled: Boolean(a.busy), text, "aria-label": `${text}: ${label}`,
-    });
-    if (pending) {
-      const edit = Object.keys(action.arguments || {}).length
-        ? make("button", { type: "button", className: "button", "data-edit-approval": a.id,
-          disabled: Boolean(a.busy), text: "Edit…", "aria-label": `Edit before approving: ${label}` })
-        : "";
-      card.append(make("div", { className: "approval-actions" },
-        button("approve", "Approve", "default"), edit, button("reject", "Reject", "")));
-    } else {
-      if (a.approved_arguments) {
-        card.append(make("p", { className: "approval-changed", text: "Approved with these arguments instead:" }),
-          buildArguments(a.approved_arguments) || "");
-      }
-      // One line for the decision and what it led to (the line that said it ran, or the
-      // refusal); the action's result is a click away, as a tool's is.
-      const outcome = outcomes.get(a.id) || {};
-      card.append(make("p", { className: "approval-outcome",
-        text: outcome.line || (a.status === "approved" ? "Approved." : "Rejected.") }));
-      if (outcome.result) {
-        card.append(details(`a${a.id}.result`, "tool", outcome.result.is_error ? "Result (error)" : "Result",
-          make("pre", { text: pretty(outcome.result.content) })));
-      }
-    }
-    if (a.error) card.append(make("p", { className: "field-error", role: "alert", text: a.error }));
-    return card;
-  }
-
-  // A card follows the turn that made its call, and stands for the activity line that says the
-  // call waits, so deciding it moves nothing.
-  function approvalPlaces(list) {
-    const after = new Map(); // message id -> the approvals shown after it
-    const unplaced = [];
-    const replaced = new Set(); // activity lines a card stands for
-    for (const a of room.approvals.values()) {
-      const caller = list.find((m) => m.request === a.request
-        && (m.content || []).some((b) => b.type === "tool_call" && b.id === a.tool_call_id));
-      if (!caller) { unplaced.push(a); continue; }
-      if (!after.has(caller.id)) after.set(caller.id, []);
-      after.get(caller.id).push(a);
-      const agent = a.agent && a.agent.id;
-      const line = list.find((m) => m.kind === "activity" && m.seq > caller.seq && m.request === a.request
-        && m.addressed_agent == null && m.speaker.agent === agent && !replaced.has(m.id));
-      if (line) replaced.add(line.id);
-      // Its result and the line that says it ran are written together, one after the other.
-      const resultTurn = list.find((m) => m.request === a.request && (m.content || []).some(
-        (b) => b.type === "tool_result" && b.call_id === a.tool_call_id));
-      if (!resultTurn) continue;
-      const result = resultTurn.content.find((b) => b.type === "tool_result" && b.call_id === a.tool_call_id);
-      const ran = list.find((m) => m.seq === resultTurn.seq + 1 && m.kind === "activity"
-        && m.speaker.agent === agent);
-      if (ran) replaced.add(ran.id);
-      outcomes.set(a.id, { line: ran ? textOf(ran) : "", result });
-    }
-    return { after, unplaced, replaced };
-  }
-
   // --- queued messages and their answers -----------------------------------------------------
 
   // An owner's message sent while an earlier request ran waits its turn: it is tagged where it
@@ -360,8 +272,8 @@
       (m.content || []).forEach((b) => { if (b.type === "tool_call") toolNames.set(b.id, b.name); });
     }
     const { byLine, lineOfCall, owner } = handOffs(list);
-    outcomes = new Map();
-    const { after, unplaced, replaced } = approvalPlaces(list);
+    const { after, unplaced, replaced, outcomes: led } = shared.approvalPlaces(list);
+    outcomes = led;
     approvalCalls = new Set([...room.approvals.values()].map((a) => a.tool_call_id));
     shownElsewhere = new Set([...lineOfCall.keys(), ...approvalCalls]);
     const hidden = new Set([...owner.keys(), ...replaced]);
@@ -369,7 +281,7 @@
     const out = [];
     const card = (a) => ({ key: `a${a.id}`, request: a.request,
       version: `${a.status}|${a.busy ? 1 : 0}|${a.error || ""}|${(outcomes.get(a.id) || {}).line || ""}|${outcomes.has(a.id) && outcomes.get(a.id).result ? 1 : 0}`,
-      build: () => buildApproval(a) });
+      build: () => shared.approvalCard(a, outcomes.get(a.id) || {}) });
     for (const m of list) {
       // A turn whose every block is shown elsewhere has nothing left to say.
       const blocks = m.content || [];
