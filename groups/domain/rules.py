@@ -266,28 +266,23 @@ def check_group_change(
 
     Members kept from ``current`` are not re-checked (a removed one may stay or be taken
     out); members added and a newly chosen coordinator are. The two-runnable-members rule
-    applies to the resulting membership only when the change brings a member in or takes out
-    one that can run: taking out members that cannot run (removed, or with no model) is never
-    refused by it, however few can run.
+    applies to the resulting membership only when the change brings a member in: a change
+    that only takes members out brings nothing in, so it is never refused by it, however few
+    can run afterwards (the coordinator itself stays, see COORDINATOR_NOT_MEMBER).
     """
     errors: list[GroupRuleError] = []
     new_name = current.name
     if name is not None:
         new_name, errors = check_name(name)
     new_members = current.members
-    membership_changes = False
+    brings_in = False
     if members is not None:
         errors += _check_duplicates(members)
         new_members = _unique(members)
         for agent_id in new_members:
             if agent_id not in current.members:
                 errors += _check_brought_in(agent_id, _owned(agents, owner_id, agent_id), "members")
-        brought_in = set(new_members) - set(current.members)
-        taken_out = set(current.members) - set(new_members)
-        membership_changes = bool(brought_in) or any(
-            (a := _owned(agents, owner_id, agent_id)) is not None and a.can_run
-            for agent_id in taken_out
-        )
+        brings_in = bool(set(new_members) - set(current.members))
     new_coordinator = current.coordinator
     if coordinator is not None and coordinator != current.coordinator:
         new_coordinator = coordinator
@@ -300,7 +295,7 @@ def check_group_change(
                 "The coordinator stays a member; choose another coordinator before taking it out.",
             )
         )
-    if membership_changes:
+    if brings_in:
         errors += _check_runnable(new_members, agents, owner_id)
     if errors:
         return RuleResult(None, tuple(errors))

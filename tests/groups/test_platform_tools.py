@@ -89,7 +89,6 @@ def test_the_maker_renames_reorders_and_changes_the_coordinator(team, group):
     ("arguments", "code", "field"),
     [
         (lambda g, t: {"group_id": g.pk, "name": "   "}, "NAME_REQUIRED", "name"),
-        (lambda g, t: {"group_id": g.pk, "members": ["concierge"]}, "TOO_FEW_MEMBERS", "members"),
         (
             lambda g, t: {"group_id": g.pk, "members": ["concierge", "ledger", "father"]},
             "MAKER_NOT_ALLOWED",
@@ -122,7 +121,6 @@ def test_the_maker_renames_reorders_and_changes_the_coordinator(team, group):
     ],
     ids=[
         "name",
-        "too few",
         "maker member",
         "unknown",
         "coordinator dropped",
@@ -240,3 +238,12 @@ def test_the_maker_takes_out_a_removed_member_however_few_can_run(team, group, o
     )
     assert "error" not in result, result
     assert result["group"]["members"] == ["concierge", "advisor"]
+
+
+def test_the_maker_takes_members_out_without_the_runnable_rule(team, group):
+    # Taking out brings nothing in: even the last runnable member besides the coordinator.
+    result = platform_update_group(
+        agent=team["father"], arguments={"group_id": group.pk, "members": ["concierge"]}
+    )
+    assert "error" not in result, result
+    assert snapshot(group)[3] == [team["concierge"].pk]
