@@ -179,6 +179,9 @@ GARDEN_ALLOW_SCRIPTED_ACCOUNTS = env.bool("GARDEN_ALLOW_SCRIPTED_ACCOUNTS", defa
 GARDEN_MAX_QUEUED_PER_GROUP = env.int("GARDEN_MAX_QUEUED_PER_GROUP", default=10)
 GARDEN_MAX_QUEUED_PER_OWNER = env.int("GARDEN_MAX_QUEUED_PER_OWNER", default=30)
 GARDEN_MAX_GROUPS_PER_OWNER = env.int("GARDEN_MAX_GROUPS_PER_OWNER", default=50)
+# The next group-list read after a deleted group's minute removes it for good (at most this
+# many per read, so a read stays quick; a worker takes any left over, and beat the unread).
+GARDEN_PURGE_ON_READ = env.int("GARDEN_PURGE_ON_READ", default=5)
 # One page of a room's transcript (GET …/messages) carries at most this many characters of
 # turns (and at most 500 turns); the page after it is one request away.
 GARDEN_ROOM_PAGE_CHARS = env.int("GARDEN_ROOM_PAGE_CHARS", default=2_000_000)

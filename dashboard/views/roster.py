@@ -16,11 +16,11 @@ from garden.tools import is_sourced
 from groups.domain.rules import ROOM_CAP_MIN_CHARS
 from groups.models import DEFAULT_ROOM_CAP_CHARS, MEMORY_SENTENCE, Group
 from groups.selectors import group_list
-from groups.services.groups import purge_due_groups_soon
+from groups.services.groups import purge_due_groups_on_read
 
 
 def roster(request: HttpRequest) -> HttpResponse:
-    purge_due_groups_soon(owner=request.user)
+    purge_due_groups_on_read(owner=request.user)
     agents = list(agent_list(owner=request.user))
     concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
     groups = list(group_list(owner=request.user))

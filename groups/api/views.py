@@ -29,7 +29,7 @@ from groups.services.groups import (
     group_delete,
     group_restore,
     group_update,
-    purge_due_groups_soon,
+    purge_due_groups_on_read,
 )
 
 TAGS = ["groups"]
@@ -45,10 +45,10 @@ class GroupListCreateApi(APIView):
         tags=TAGS,
         responses={200: GroupOutput(many=True), 403: FORBIDDEN},
         description="The roster: groups neither deleted nor archived. A read that finds "
-        "a group deleted more than a minute ago asks a worker to remove it for good.",
+        "a group deleted more than a minute ago removes it for good.",
     )
     def get(self, request: Request) -> Response:
-        purge_due_groups_soon(owner=request.user)
+        purge_due_groups_on_read(owner=request.user)
         return Response([group_payload(g) for g in selectors.group_list(owner=request.user)])
 
     @extend_schema(

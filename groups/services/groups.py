@@ -276,9 +276,12 @@ def group_restore(*, owner: AbstractBaseUser, group_id: int, now: datetime | Non
     return group
 
 
-def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = None) -> int:
-    """Remove for good the groups deleted more than a minute ago (one owner's, or all);
-    returns how many. Beat runs it, and a group-list read that sees one due asks for it.
+def group_purge_expired(
+    *, owner_id: int | None = None, now: datetime | None = None, limit: int | None = None
+) -> int:
+    """Remove for good the groups deleted more than a minute ago (one owner's, or all; at most
+    ``limit`` of them); returns how many. The next group-list read runs it for its owner
+    (``purge_due_groups_on_read``), and beat for groups nobody reads.
 
     Each goes with its conversations and everything that cascades from them (messages,
     requests, reservations, approvals), its member rows, the row itself, and the notes and
@@ -291,8 +294,9 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
     due = Group.objects.filter(deleted_at__lt=cutoff)
     if owner_id is not None:
         due = due.filter(owner_id=owner_id)
+    due_ids = due.order_by("deleted_at").values_list("pk", flat=True)
     purged = 0
-    for group_id in due.values_list("pk", flat=True):
+    for group_id in due_ids if limit is None else due_ids[:limit]:
         with transaction.atomic():
             # Another worker may be purging the same group: take it or leave it.
             group = lock_order.lock_group(group_id, skip_locked=True)
@@ -309,21 +313,23 @@ def group_purge_expired(*, owner_id: int | None = None, now: datetime | None = N
     return purged
 
 
-def purge_due_groups_soon(*, owner: AbstractBaseUser, now: datetime | None = None) -> bool:
-    """Ask a worker to purge the owner's groups whose minute to undo has passed, if any: a
-    read calls this, and a read writes nothing itself. Returns whether a purge is due and
-    asked for (by this read, or by another within the last half minute)."""
-    cutoff = (now or timezone.now()) - UNDO_WINDOW
-    if not selectors.group_has_purge_due(owner=owner, cutoff=cutoff):
-        return False
-    try:
-        # One nudge per owner per half minute, however often the roster is read meanwhile.
-        if cache.add(f"purge-nudge:{owner.pk}", 1, timeout=30):
-            scheduling.purge_deleted_groups_soon(owner.pk)
-    except Exception:  # a nudge only: beat purges anyway, and a read must not fail on it
-        log.warning("could not ask for the purge of owner %s's groups", owner.pk, exc_info=True)
-        return False
-    return True
+def purge_due_groups_on_read(*, owner: AbstractBaseUser, now: datetime | None = None) -> int:
+    """The group-list read's part: the next read after a deleted group's minute removes it
+    for good, here, with no worker needed; returns how many it removed. A read removes at
+    most GARDEN_PURGE_ON_READ groups (a read stays quick however many were deleted at once)
+    and asks a worker, once per half minute, for any left over."""
+    now = now or timezone.now()
+    if not selectors.group_has_purge_due(owner=owner, cutoff=now - UNDO_WINDOW):
+        return 0
+    purged = group_purge_expired(owner_id=owner.pk, now=now, limit=settings.GARDEN_PURGE_ON_READ)
+    if selectors.group_has_purge_due(owner=owner, cutoff=now - UNDO_WINDOW):
+        try:
+            # One nudge per owner per half minute, however often the roster is read meanwhile.
+            if cache.add(f"purge-nudge:{owner.pk}", 1, timeout=30):
+                scheduling.purge_deleted_groups_soon(owner.pk)
+        except Exception:  # a nudge only: beat purges anyway, and a read must not fail on it
+            log.warning("could not ask for the purge of owner %s's groups", owner.pk, exc_info=True)
+    return purged
 
 
 def group_clear(*, group: Group) -> int:

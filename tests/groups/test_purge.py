@@ -1,7 +1,7 @@
-"""The purge: after the minute a worker removes exactly what the seed lists (conversations and
-what cascades from them, member rows, the row, its memory scope) and nothing else; agents and
-artifacts remain. Beat runs it, and the next group-list read asks for it — the read itself
-writes nothing."""
+"""The purge: after the minute the next group-list read removes exactly what the seed lists
+(conversations and what cascades from them, member rows, the row, its memory scope) and
+nothing else; agents and artifacts remain. Beat runs it too, for groups nobody reads; a read
+that finds more than it may remove at once leaves the rest to a worker."""
 
 from datetime import timedelta
 
@@ -25,7 +25,7 @@ from groups.services.groups import (
     group_create,
     group_delete,
     group_purge_expired,
-    purge_due_groups_soon,
+    purge_due_groups_on_read,
 )
 from groups.tasks import purge_deleted_groups
 
@@ -143,16 +143,15 @@ def test_after_the_minute_the_purge_removes_exactly_the_group(api, owner, world,
     assert api.delete(f"/api/groups/{world['recent'].pk}").status_code == 200
 
     clock.now = t0 + timedelta(seconds=59)
-    assert not purge_due_groups_soon(owner=owner), "nothing is due within the minute"
+    assert purge_due_groups_on_read(owner=owner) == 0, "nothing is due within the minute"
     purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
+    assert api.get("/api/groups").status_code == 200
     assert table_counts() == before, "nothing goes within the minute"
 
     clock.now = t0 + timedelta(seconds=61)
+    # No worker runs here: the read itself removes the group for good.
     listing = api.get("/api/groups")
     assert [g["name"] for g in listing.json()] == ["kept"]
-    assert table_counts() == before, "a read writes nothing"
-    assert purge_due_groups_soon(owner=owner), "the read asks a worker to purge"
-    purge_deleted_groups.apply(kwargs={"owner_id": owner.pk})
 
     after = table_counts()
     # The group's calls stay counted (their reservations outlive their requests, for the
@@ -198,15 +197,32 @@ def test_purge_on_postgres_cascades_the_same(api, owner, world, clock):
     assert table_counts() == expected
 
 
-def test_reads_in_a_row_ask_for_the_purge_once(owner, world, clock, monkeypatch):
-    from django.core.cache import cache
+def test_the_roster_page_read_removes_the_group_too(owner, world, clock):
+    from django.test import Client
 
-    sent = []
-    monkeypatch.setattr("groups.services.groups.scheduling.purge_deleted_groups_soon", sent.append)
-    cache.delete(f"purge-nudge:{owner.pk}")
     group_delete(group=world["doomed"], now=clock.now)
     clock.advance(61)
-    assert all(purge_due_groups_soon(owner=owner) for _ in range(5))
+    client = Client()
+    client.force_login(owner)
+    assert client.get("/dashboard/").status_code == 200
+    assert not Group.objects.filter(pk=world["doomed"].pk).exists()
+
+
+def test_a_read_removes_a_bounded_number_and_asks_a_worker_for_the_rest_once(
+    owner, world, clock, monkeypatch, settings
+):
+    sent = []
+    monkeypatch.setattr("groups.services.groups.scheduling.purge_deleted_groups_soon", sent.append)
+    settings.GARDEN_PURGE_ON_READ = 1
+    group_delete(group=world["doomed"], now=clock.now)
+    group_delete(group=world["recent"], now=clock.now)
+    clock.advance(61)
+    assert purge_due_groups_on_read(owner=owner) == 1
+    assert Group.objects.filter(owner=owner, deleted_at__isnull=False).count() == 1
+    assert sent == [owner.pk], "the one left is a worker's"
+    for _ in range(3):  # reads in a row: one each, and the worker asked once in all
+        purge_due_groups_on_read(owner=owner)
+    assert not Group.objects.filter(owner=owner, deleted_at__isnull=False).exists()
     assert sent == [owner.pk]
 
 
