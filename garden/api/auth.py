@@ -91,9 +91,10 @@ class AccessTokenAuthentication(authentication.BaseAuthentication):
 
 class TokenScopes(permissions.BasePermission):
     """A request made with an access token does only what the token's scopes allow: reads
-    need ``read``, writes ``write``, and a view's ``token_scopes`` (by method) name the
-    others — ``manage`` for what cannot be taken back. A session is not limited here (it
-    has the CSRF pair instead)."""
+    need ``read``, a DELETE ``manage`` (what it removes cannot be taken back), other writes
+    ``write``, and a view's ``token_scopes`` (by method) name the others — ``manage`` for a
+    group's clear, restore and archive. A session is not limited here (it has the CSRF
+    pair instead)."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
         from garden.models import AccessToken
@@ -101,12 +102,16 @@ class TokenScopes(permissions.BasePermission):
         token = request.auth
         if not isinstance(token, AccessToken):
             return True
-        needed = getattr(view, "token_scopes", {}).get(request.method) or (
-            "read" if request.method in permissions.SAFE_METHODS else "write"
-        )
+        needed = getattr(view, "token_scopes", {}).get(request.method) or _needed(request.method)
         if needed not in (token.scopes or []):
             raise ScopeRefused(needed)
         return True
+
+
+def _needed(method: str) -> str:
+    if method in permissions.SAFE_METHODS:
+        return "read"
+    return "manage" if method == "DELETE" else "write"
 
 
 class ScopeRefused(exceptions.PermissionDenied):

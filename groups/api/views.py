@@ -78,9 +78,6 @@ class GroupStarterApi(APIView):
 
 
 class GroupDetailApi(APIView):
-    # What cannot be taken back: not with a token that lacks the manage scope.
-    token_scopes = {"DELETE": "manage"}
-
     @extend_schema(
         tags=TAGS,
         responses={200: GroupOutput, 403: FORBIDDEN, 404: _NOT_FOUND},

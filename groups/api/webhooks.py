@@ -154,9 +154,6 @@ class WebhookListCreateApi(APIView):
 
 
 class WebhookDetailApi(APIView):
-    # What cannot be taken back: not with a token that lacks the manage scope.
-    token_scopes = {"DELETE": "manage"}
-
     @extend_schema(tags=TAGS, responses={200: WebhookEndpointOutput, **REFUSED})
     def get(self, request: Request, endpoint_id: int) -> Response:
         return Response(webhook_endpoint_payload(_owned(request, endpoint_id)))

@@ -3,6 +3,7 @@ script with no CSRF pair, scoped to their owner, and refused by name once revoke
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -301,3 +302,47 @@ def test_scopes_are_checked_when_the_token_is_made(api, made):
     empty = api.post("/api/tokens", {"name": "x", "password": PW, "scopes": []})
     assert empty.json()["code"] == "INVALID_SCOPES"
     assert AccessToken.objects.count() == 1
+
+
+def _delete_routes() -> list[str]:
+    """Every API route that answers DELETE, as a path with 1 for each id."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    found: list[str] = []
+
+    def walk(patterns, prefix: str) -> None:
+        for entry in patterns:
+            route = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, route)
+            elif isinstance(entry, URLPattern):
+                view = getattr(entry.callback, "view_class", None)
+                if route.startswith("api/") and view is not None and hasattr(view, "delete"):
+                    found.append(
+                        "/" + re.sub(r"<(?:\w+:)?\w+>", "1", route).lstrip("^").rstrip("$")
+                    )
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+def test_every_delete_needs_the_manage_scope(owner):
+    """What cannot be taken back needs ``manage``: every DELETE of the API, whatever it
+    removes (a group, an agent, an account, a document, a mission, an MCP server, a webhook,
+    the Telegram link), is refused to a token with the default scopes before anything is
+    looked up; the tokens route refuses any token."""
+    from garden.services.tokens import token_create
+
+    routes = _delete_routes()
+    assert len(routes) >= 9, routes
+    default = token_create(owner=owner, name="ci").secret
+    for path in routes:
+        refused = bearer(default).delete(path)
+        assert refused.status_code == 403, (path, refused.content)
+        code = refused.json()["code"]
+        assert code == (
+            "TOKEN_CANNOT_MANAGE_TOKENS" if path.startswith("/api/tokens") else "TOKEN_SCOPE"
+        ), (
+            path,
+            code,
+        )
