@@ -123,6 +123,27 @@ class ScopeRefused(exceptions.PermissionDenied):
         )
 
 
+class SessionOnly(permissions.BasePermission):
+    """Tokens are made and revoked by a signed-in person: a leaked token cannot make more or
+    revoke its owner's others. Checked in place of the scopes, so a token of any scope is
+    told why."""
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        from garden.models import AccessToken
+
+        if isinstance(request.auth, AccessToken):
+            raise TokensNeedSession()
+        return True
+
+
+class TokensNeedSession(exceptions.PermissionDenied):
+    def __init__(self) -> None:
+        super().__init__(
+            detail="Access tokens are managed from a signed-in session, not with a token.",
+            code="TOKEN_CANNOT_MANAGE_TOKENS",
+        )
+
+
 class SessionScheme(OpenApiAuthenticationExtension):
     """The session as the OpenAPI schema describes it: Django's session cookie."""
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden import selectors
+from garden.api.auth import SessionOnly
 from garden.api.serializers import (
     AccessTokenCreatedOutput,
     AccessTokenInput,
@@ -234,17 +236,6 @@ class ConversationListCreateApi(APIView):
         return Response(ConversationOutput(conversation).data, status=status.HTTP_201_CREATED)
 
 
-def _no_token_minting(request: Request) -> None:
-    """Tokens are made and revoked by a signed-in person: a leaked token cannot make more or
-    revoke the owner's others."""
-    if isinstance(request.auth, AccessToken):
-        raise ServiceError(
-            "TOKEN_CANNOT_MANAGE_TOKENS",
-            "Access tokens are managed from a signed-in session, not with a token.",
-            status=403,
-        )
-
-
 def _password_confirmed(request: Request, password: str) -> None:
     """The signed-in person typed their current password again. It is a sign-in like any
     other: a wrong one counts toward the login lockout, and while locked even the right one is
@@ -268,9 +259,10 @@ def _password_confirmed(request: Request, password: str) -> None:
 
 
 class AccessTokenListCreateApi(APIView):
+    permission_classes = [IsAuthenticated, SessionOnly]
+
     @extend_schema(responses=AccessTokenOutput(many=True), description="Your live tokens.")
     def get(self, request: Request) -> Response:
-        _no_token_minting(request)
         tokens = AccessToken.objects.filter(owner=request.user, revoked_at__isnull=True)
         return Response(AccessTokenOutput(tokens, many=True).data)
 
@@ -282,7 +274,6 @@ class AccessTokenListCreateApi(APIView):
         "wrong ones). Every token expires: after expires_in_days, 90 days by default.",
     )
     def post(self, request: Request) -> Response:
-        _no_token_minting(request)
         data = AccessTokenInput(data=request.data)
         data.is_valid(raise_exception=True)
         v = dict(data.validated_data)
@@ -293,9 +284,10 @@ class AccessTokenListCreateApi(APIView):
 
 
 class AccessTokenDetailApi(APIView):
+    permission_classes = [IsAuthenticated, SessionOnly]
+
     @extend_schema(request=None, responses={204: None}, description="Revoke the token.")
     def delete(self, request: Request, token_id: int) -> Response:
-        _no_token_minting(request)
         token = AccessToken.objects.filter(
             owner=request.user, pk=token_id, revoked_at__isnull=True
         ).first()
