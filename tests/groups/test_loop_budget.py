@@ -301,3 +301,41 @@ def test_a_reservation_is_refused_without_a_row_when_the_fence_or_state_moved(gr
     assert made.created_at == stored.created_at
     request.refresh_from_db()
     assert (request.working_reserved, request.synthesis_reserved) == (1, 0)
+
+
+@pytest.mark.django_db
+def test_a_retry_of_the_eleventh_working_call_never_draws_the_conclusions_call(
+    group_factory, owner, provider_server, settings
+):
+    """The eleventh working call fails ambiguously (a 500: the model may have run, so it stays
+    counted); its retry would be a twelfth working call, which the budget does not have — and
+    the conclusion's call is not lent to it: the request moves to synthesis, which still gets
+    its one reserved call."""
+    settings.GARDEN_PROVIDER_RETRY_ATTEMPTS = 3
+    group = group_factory(concierge_rules=[], members={"ledger": [{"reply": "A figure."}]})
+    on_server(owner, group.coordinator, provider_server)
+    for n in range(5):  # the coordinator's working calls 1, 3, 5, 7 and 9: each asks again
+        provider_server.reply(
+            200,
+            openai_reply(
+                "More.", tool_calls=[(f"ask-{n}", ASK_LEDGER["name"], ASK_LEDGER["arguments"])]
+            ),
+        )
+    provider_server.reply(500, {"error": {"message": "boom"}})  # working call 11
+    provider_server.reply(200, openai_reply("Final: what Ledger found."))
+    request = request_create(group=group, text="Keep digging.")
+    drive(request)
+    assert (request.state, request.outcome_code) == ("completed", "SYNTHESIZED"), request.outcome
+    assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
+    calls = list(
+        CallReservation.objects.filter(request=request)
+        .order_by("id")
+        .values_list("purpose", "status", "reason")
+    )
+    assert calls[10] == ("working", "consumed", "PROVIDER_SERVER_ERROR")
+    assert calls[11:] == [("synthesis", "consumed", "")]
+    *_, failed, synthesis = [r.body for r in provider_server.requests]
+    assert len(provider_server.requests) == 7
+    assert "tools" in failed and "tools" not in synthesis
+    final = Message.objects.filter(request=request, kind="turn").order_by("-seq").first()
+    assert final.text == "Final: what Ledger found."

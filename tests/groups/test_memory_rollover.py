@@ -334,3 +334,33 @@ def test_output_ten_times_the_cap_becomes_an_artifact_and_the_request_completes(
 
 def test_the_rollover_instruction_is_what_the_scripted_coordinator_matches():
     assert "rolling over" in ROLLOVER_INSTRUCTION
+
+
+@pytest.mark.django_db
+def test_the_rollover_summary_call_is_sent_a_room_within_the_cap(
+    group_factory, owner, provider_server
+):
+    """The summary call is bounded like every call: a thread three times past the room's cap
+    reaches the coordinator's model within the cap, its oldest turns dropped and counted,
+    and still ends on the rollover instruction."""
+    group = group_factory(concierge_rules=[], members={"ledger": []})
+    group.room_cap_chars = 5_000
+    group.save(update_fields=["room_cap_chars"])
+    on_server(owner, group.coordinator, provider_server)
+    for n in range(3):
+        provider_server.reply(200, openai_reply(f"Noted {n}."))
+    provider_server.reply(200, openai_reply("SUMMARY: three long notes were read."))
+    requests = []
+    for n in range(3):
+        requests.append(request_create(group=group, text=f"Note {n}: " + "x" * 5_000))
+        drive(requests[-1])
+    assert [r.state for r in requests] == ["completed"] * 3
+    assert after_request.apply(kwargs={"request_id": requests[-1].pk}).get() == "rolled"
+    summary_call = provider_server.requests[-1].body
+    sent = sum(len(m["content"]) for m in summary_call["messages"] if isinstance(m["content"], str))
+    assert sent <= group.room_cap_chars, sent
+    last = summary_call["messages"][-1]
+    assert last["role"] == "user" and last["content"].endswith(ROLLOVER_INSTRUCTION)
+    assert "tools" not in summary_call
+    new = Conversation.objects.filter(group=group).order_by("id").last()
+    assert new.carried_summary == "SUMMARY: three long notes were read."

@@ -434,3 +434,49 @@ def test_an_unanswered_turn_from_before_is_answered_by_the_sweeper(owner):
         "Late but answered.",
     ]
     assert ModelAccount.objects.filter(owner=owner).exists()
+
+
+@pytest.mark.django_db
+def test_a_members_own_conversation_and_its_group_never_see_each_other(
+    group_factory, owner, provider_server
+):
+    """Members may use the group's messages, but their individual conversations remain
+    separate: what the owner told Ledger alone never reaches Ledger's call in the group, and
+    what was said in the group never reaches Ledger's own room."""
+    from groups.services.requests import request_create
+    from tests.groups.helpers import on_server
+    from tests.support.driving import drive
+
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {
+                "reply": {
+                    "tool_calls": [
+                        {"name": "group.ask", "arguments": {"member": "ledger", "request": "Sum."}}
+                    ]
+                }
+            },
+        ],
+        members={"ledger": []},
+    )
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    on_server(owner, ledger, provider_server)
+    for text in ("Noted, privately.", "Group figure.", "Private again."):
+        provider_server.reply(200, openai_reply(text))
+    alone = conversation_create(owner=owner, agent=ledger)
+    first = conversation_request_create(
+        owner=owner, conversation=alone, text="PRIVATE-SALARY is 9000."
+    )
+    drive(first)
+    in_group = request_create(group=group, text="GROUP-ONLY-TASK: add the bills.")
+    drive(in_group)
+    assert in_group.state == "completed"
+    again = conversation_request_create(owner=owner, conversation=alone, text="And now?")
+    drive(again)
+    private_call, group_call, private_again = (str(r.body) for r in provider_server.requests)
+    assert "PRIVATE-SALARY" in private_call
+    assert "PRIVATE-SALARY" not in group_call and "Noted, privately." not in group_call
+    assert "GROUP-ONLY-TASK" in group_call
+    assert "GROUP-ONLY-TASK" not in private_again and "Group figure." not in private_again
+    assert "PRIVATE-SALARY" in private_again and "Noted, privately." in private_again

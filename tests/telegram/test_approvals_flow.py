@@ -8,12 +8,12 @@ import pytest
 from django.test import Client
 
 from garden.models import Artifact, Message
-from groups.models import Approval
+from groups.models import Approval, Group, GroupRequest
 from groups.services.approvals import approval_decide
-from groups.services.groups import group_clear
+from groups.services.groups import group_clear, group_delete
 from groups.services.requests import request_create, request_stop_active
 from telegram_approvals.models import TelegramApprovalMessage
-from telegram_approvals.services import link_code_create
+from telegram_approvals.services import HELP, link_code_create
 from tests.conftest import wait_for
 from tests.support.workers import worker_quiescent
 from tests.telegram.conftest import (
@@ -152,6 +152,41 @@ def test_clear_edits_the_message_and_the_approval_stays_answerable(bot_api, owne
     bot_api.wait_for(
         "answerCallbackQuery", lambda c: c.params["text"].startswith("Already rejected")
     )
+
+
+def test_delete_edits_the_message_and_a_late_press_decides_nothing(bot_api, linked_approval):
+    """Deleting the group rejects the member's approval first, as clearing it does: the
+    Telegram message says so, and a press after it finds it decided."""
+    request, approval, row = linked_approval
+    group_delete(group=request.group)
+    edited_to(bot_api, row.message_id, "Rejected: the request was stopped.")
+    assert post_update(Client(), press_update(f"ap:{approval.pk}:a")).status_code == 200
+    bot_api.wait_for(
+        "answerCallbackQuery", lambda c: c.params["text"].startswith("Already rejected")
+    )
+    worker_quiescent()
+    assert Artifact.objects.count() == 0, "the action never ran"
+
+
+def test_telegram_has_no_group_surface(bot_api, linked_approval):
+    """The one place Telegram meets a group is a member's approval: from the linked chat, a
+    mention, a group's name or a command addresses nothing — each is answered with the
+    bot's help — and no turn, request or group is made."""
+    request, approval, _row = linked_approval
+    before = (Message.objects.count(), GroupRequest.objects.count(), Group.objects.count())
+    said = ["@ledger, exclude that reimbursement", "Household finances: how much can I save?"]
+    for text in [*said, "/groups"]:
+        assert post_update(Client(), message_update(text)).status_code == 200
+    replies = wait_for(
+        lambda: [c for c in bot_api.calls_of("sendMessage") if c.params["text"] == HELP][2:] or None
+    )
+    assert replies
+    worker_quiescent()
+    after = (Message.objects.count(), GroupRequest.objects.count(), Group.objects.count())
+    assert after == before
+    assert state_of(request) == "awaiting_approval"
+    approval.refresh_from_db()
+    assert approval.status == "pending"
 
 
 def test_another_chat_cannot_decide_the_owners_approval(bot_api, stranger, linked_approval):
