@@ -17,6 +17,7 @@ from garden.models import (
     McpServer,
     Message,
     ModelAccount,
+    PageVisit,
     TokenBudget,
     WorkerBeat,
 )
@@ -167,6 +168,25 @@ class ArtifactAdmin(admin.ModelAdmin):
     list_filter = ["kind"]
     search_fields = ["title"]
     raw_id_fields = ["agent", "conversation"]
+
+
+@admin.register(PageVisit)
+class PageVisitAdmin(admin.ModelAdmin):
+    """The pages agents fetched, as their owners' Canvas shows them: staff read and remove,
+    nothing is added or changed here."""
+
+    list_display = ["url", "status", "error", "owner", "agent", "conversation", "created_at"]
+    list_filter = ["status"]
+    search_fields = ["url", "title"]
+    raw_id_fields = ["agent", "conversation"]
+    fields = ["owner", "agent", "conversation", "url", "status", "error", "title", "excerpt"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(McpServer)

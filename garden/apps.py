@@ -18,7 +18,7 @@ class GardenConfig(AppConfig):
         from . import checks, heartbeat, metrics_dir, metrics_exposition, signals  # noqa: F401
         from .event_schema import register_event_type
         from .payloads import MessageCreatedEvent
-        from .tools import files, mcp, memory, web  # noqa: F401  (each registers its tools)
+        from .tools import charts, files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         register_event_type("message.created", MessageCreatedEvent)
         make_var_folders()

@@ -17,6 +17,7 @@ from garden.attachments import ACCEPT, IMAGE_TYPES
 from garden.models import Agent, ModelAccount
 from garden.selectors import agent_list
 from garden.services.conversations import agent_conversation_open
+from garden.tools.visits import room_visits
 from groups.models import Group, Membership
 from groups.payloads import group_payload
 from groups.selectors import group_get
@@ -93,6 +94,7 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             artifacts=selectors.canvas_versions(
                 selectors.group_artifacts(owner=request.user, group=group)
             ),
+            visits=room_visits(owner=request.user, group_id=group.pk),
             attachment_accept=ACCEPT,
             room_data=data,
         ),
@@ -163,6 +165,7 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
             artifacts=selectors.canvas_versions(
                 selectors.group_artifacts(owner=request.user, conversation_id=conversation.pk)
             ),
+            visits=room_visits(owner=request.user, conversation_id=conversation.pk),
             attachment_accept=ACCEPT,
             room_data=data,
         ),
@@ -180,6 +183,7 @@ def agent_canvas(request: HttpRequest, agent_id: int) -> HttpResponse:
             "artifacts": selectors.canvas_versions(
                 selectors.group_artifacts(owner=request.user, conversation_id=conversation.pk)
             ),
+            "visits": room_visits(owner=request.user, conversation_id=conversation.pk),
         },
     )
 
@@ -194,5 +198,6 @@ def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
             "artifacts": selectors.canvas_versions(
                 selectors.group_artifacts(owner=request.user, group=group)
             ),
+            "visits": room_visits(owner=request.user, group_id=group.pk),
         },
     )

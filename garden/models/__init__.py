@@ -5,7 +5,7 @@ from garden.models.agents import Agent, ModelAccount
 from garden.models.budgets import TokenBudget
 from garden.models.conversations import Conversation, Message
 from garden.models.mcp import McpServer
-from garden.models.memory import Artifact, AttachmentData, MemoryNote
+from garden.models.memory import Artifact, AttachmentData, MemoryNote, PageVisit
 from garden.models.runs import Goal, Run
 from garden.models.tokens import AccessToken
 from garden.models.workers import WorkerBeat
@@ -21,6 +21,7 @@ __all__ = [
     "MemoryNote",
     "Message",
     "ModelAccount",
+    "PageVisit",
     "Run",
     "TokenBudget",
     "WorkerBeat",

@@ -1,4 +1,5 @@
-"""What agents keep beyond a turn: the artifacts they make and their memory notes."""
+"""What agents keep beyond a turn: the artifacts they make, the pages they visit and their
+memory notes."""
 
 from __future__ import annotations
 
@@ -33,6 +34,37 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return self.title
+
+
+class PageVisit(models.Model):
+    """A page an agent fetched (http.fetch), as the Canvas shows it: where, the answer's status
+    and title, and a short excerpt of its text — never the page itself. Browsing, not a
+    document: it goes with its thread, and an owner keeps only the newest few
+    (garden/tools/visits.py)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="page_visits"
+    )
+    agent = models.ForeignKey(
+        Agent, on_delete=models.SET_NULL, null=True, blank=True, related_name="page_visits"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="page_visits"
+    )
+    url = models.TextField()
+    # None when no answer came; ``error`` then names why (FETCH_FAILED, FETCH_TIMEOUT).
+    status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=40, blank=True)
+    # The page's <title> when it is an HTML page that has one.
+    title = models.CharField(max_length=200, blank=True)
+    excerpt = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.title or self.url
 
 
 class AttachmentData(models.Model):

@@ -19,6 +19,7 @@ from garden.models import Artifact
 from garden.providers.types import ToolSpec
 from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, register
+from garden.tools.charts import CHART_MIME
 
 MAX_CHARS = 200_000
 
@@ -77,7 +78,7 @@ def file_write(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 LIST_LIMIT = 50
 # What a page's header and continuation line take, kept out of the room's share for the text.
 PAGE_OVERHEAD = 300
-TEXT_TYPES = ("text/", "application/json", "application/csv", "application/xml")
+TEXT_TYPES = ("text/", "application/json", "application/csv", "application/xml", CHART_MIME)
 
 FILE_LIST = register(
     Tool(

@@ -82,3 +82,27 @@ def test_the_site_has_a_favicon(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith("dashboard/favicon.svg")
     assert finders.find("dashboard/favicon.svg")
+
+
+def test_staff_read_and_remove_the_pages_agents_visited_but_add_or_change_none(
+    client, staff, owner
+):
+    from garden.models import PageVisit
+
+    conv = Conversation.objects.create(
+        owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge")
+    )
+    visit = PageVisit.objects.create(
+        owner=owner, conversation=conv, url="http://127.0.0.1/x", status=200, excerpt="<b>x</b>"
+    )
+    client.force_login(staff)
+    listing = client.get("/admin/garden/pagevisit/")
+    assert listing.status_code == 200 and "http://127.0.0.1/x" in listing.content.decode()
+    page = client.get(f"/admin/garden/pagevisit/{visit.pk}/change/")
+    assert page.status_code == 200 and "&lt;b&gt;x&lt;/b&gt;" in page.content.decode()
+    assert client.get("/admin/garden/pagevisit/add/").status_code == 403
+    client.post(f"/admin/garden/pagevisit/{visit.pk}/change/", {"url": "http://elsewhere/"})
+    visit.refresh_from_db()
+    assert visit.url == "http://127.0.0.1/x"
+    removed = client.post(f"/admin/garden/pagevisit/{visit.pk}/delete/", {"post": "yes"})
+    assert removed.status_code == 302 and not PageVisit.objects.exists()

@@ -1,6 +1,7 @@
-// The room's Canvas: the group's artifacts, refreshed from the server's template, one open at a
-// time, collapsed while there is nothing on it; and the transcript's buttons that act on it or
-// on an approval.
+// The room's Canvas: the group's artifacts — documents, charts (canvas-chart.js), files and the
+// pages its agents visited — refreshed from the server's template, one open at a time,
+// collapsed while there is nothing on it; and the transcript's buttons that act on it or on an
+// approval.
 "use strict";
 
 (function () {
@@ -46,33 +47,69 @@
     const button = canvasList.querySelector(`[data-artifact="${id}"]`);
     if (!content || !button) return false;
     const mime = content.dataset.mime || "text/plain";
+    const kind = content.dataset.kind || "document";
     const title = button.querySelector(".artifact-title").textContent;
     const readable = /^text\/|json|xml|markdown|csv/.test(mime);
     const file = content.dataset.file; // a file the owner attached: its bytes are served apart
     const shown = content.content.textContent;
     // The page carries the start of a long document; say how much more there is.
     const more = Number(content.dataset.chars || 0) - shown.length;
-    const text = readable
+    // A chart made with chart.create is drawn, its numbers in a table beside it; shown first,
+    // so that the chart is drawn at the size it is given.
+    const chartPlace = $("canvas-view-chart");
+    chartPlace.hidden = kind !== "chart";
+    if (kind === "chart") { setCanvasOpen(true); canvasView.hidden = false; }
+    const chart = kind === "chart" && window.garden.canvasChart.render(chartPlace, shown);
+    if (!chart) { window.garden.canvasChart.clear(chartPlace); chartPlace.hidden = true; }
+    const visit = kind === "visit";
+    let text = readable
       ? (more > 0 ? `${shown}\n\n[… ${more.toLocaleString()} more characters${file ? ": open the file" : ""}]` : shown)
       : file ? "" : `This artifact is ${mime}; it is kept in your library.`;
+    if (chart) text = "";
+    else if (visit && !text) text = "No text was kept from this page.";
     shownText = readable ? shown : "";
     $("canvas-copy").hidden = !shownText;
     $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
     // A Markdown document reads as a document; anything else as its text.
-    const rich = readable && (/markdown/.test(mime) || /\.md$/i.test(title));
+    const rich = readable && !visit && (/markdown/.test(mime) || /\.md$/i.test(title));
     $("canvas-view-content").textContent = rich ? "" : text;
     $("canvas-view-content").hidden = !text || rich;
     $("canvas-view-doc").replaceChildren(rich ? window.garden.markdown.render(text) : "");
     $("canvas-view-doc").hidden = !text || !rich;
+    showVisit(visit ? content.dataset : null);
     showFile(file, mime, title);
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
     button.setAttribute("aria-current", "true");
     setCanvasOpen(true);
     canvasView.hidden = false;
     shownArtifact = id;
-    if (focus) (text ? $(rich ? "canvas-view-doc" : "canvas-view-content") : $("canvas-view-file").querySelector("a")).focus();
+    if (focus) {
+      const place = chart ? $("canvas-view-chart").querySelector(".canvas-chart-data")
+        : text ? $(rich ? "canvas-view-doc" : "canvas-view-content") : $("canvas-view-file").querySelector("a");
+      place.focus();
+    }
     return true;
+  }
+
+  // A page an agent visited: where (a link that opens it apart, telling it nothing of this
+  // site), its answer and when. Its excerpt is shown as text below, never as the page.
+  function showVisit(visit) {
+    const place = $("canvas-view-visit");
+    place.hidden = !visit;
+    if (!visit) { place.replaceChildren(); return; }
+    const url = visit.url || "";
+    const where = /^https?:\/\//i.test(url)
+      ? make("a", { href: url, target: "_blank", rel: "noopener noreferrer", className: "canvas-visit-url", text: url })
+      : make("span", { className: "canvas-visit-url", text: url });
+    const answer = visit.status ? `HTTP ${visit.status}` : `No answer (${visit.error || "failed"})`;
+    const when = make("time", { datetime: visit.when, text: window.garden.formatDate(visit.when) });
+    place.replaceChildren(
+      make("p", null, where),
+      make("dl", { className: "canvas-visit-facts" },
+        make("dt", { text: "Status" }), make("dd", { className: "canvas-visit-status", text: answer }),
+        make("dt", { text: "Visited" }), make("dd", null, when)),
+    );
   }
 
   // An attached file: a picture shown (and opened full size by a click), anything else a link
@@ -89,6 +126,7 @@
 
   function closeArtifact() {
     canvasView.hidden = true;
+    window.garden.canvasChart.clear($("canvas-view-chart"));
     const button = canvasList.querySelector(`[data-artifact="${shownArtifact}"]`);
     shownArtifact = null;
     canvasList.querySelectorAll("[aria-current]").forEach((node) => node.removeAttribute("aria-current"));
@@ -97,7 +135,7 @@
 
   canvasList.addEventListener("click", (event) => {
     const button = event.target.closest("[data-artifact]");
-    if (button) openArtifact(Number(button.dataset.artifact));
+    if (button) openArtifact(button.dataset.artifact); // an artifact's number, or a visit's key
   });
   $("canvas-close").addEventListener("click", closeArtifact);
   $("canvas-copy").addEventListener("click", async (event) => {
