@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "operator_messages",
     "missions",
     "telegram_approvals",
+    "notifications",
     "dashboard",
 ]
 

@@ -25,6 +25,7 @@ urlpatterns = [
     path("api/", include("groups.api.request_urls")),
     path("api/", include("garden.api.urls")),
     path("api/", include("telegram_approvals.api.urls")),
+    path("api/", include("notifications.api.urls")),
     path("telegram/", include("telegram_approvals.urls")),
     path("metrics", metrics_view, name="metrics"),
 ]

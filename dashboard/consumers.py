@@ -20,6 +20,7 @@ from garden.events import group_channel
 from garden.selectors import conversation_get
 from groups.selectors import group_get, group_list, request_active, solo_rooms
 from groups.services.requests import solo_room_for
+from notifications.payloads import owner_channel
 
 FORBIDDEN = 4403
 TOO_MANY_SOCKETS = 4429
@@ -183,14 +184,21 @@ class ConversationConsumer(_OwnersSocket):
             await self.send_json({**event, "events": kept})
 
 
-# What the roster shows of a group's events: its requests' states and its approvals.
-ROSTER_EVENTS = frozenset({"request.state", "approval.created", "approval.decided"})
+# What the roster shows of a group's events: its requests' states and its approvals; and,
+# from the person's notifications channel, their agents' replies to notify.
+ROSTER_EVENTS = frozenset(
+    {"request.state", "approval.created", "approval.decided", "notification.reply"}
+)
+
+# ws/roster/?only=notifications: the notifications channel alone (notifications.js).
+NOTIFICATIONS_ONLY = b"only=notifications"
 
 
 class RosterConsumer(_OwnersSocket):
     """The roster's socket: the state of each of the person's groups (working, waiting for
     their approval, failed), from those groups' channels, the rest of their traffic dropped
-    here. A group made after the page opened is seen on its next load."""
+    here, and their agents' replies to notify, from their notifications channel (any page
+    opens it for that). A group made after the page opened is seen on its next load."""
 
     metrics_kind = "roster"
 
@@ -200,7 +208,11 @@ class RosterConsumer(_OwnersSocket):
         if group_ids is None:
             await self.refuse(FORBIDDEN)
             return
-        await self.join(user, tuple(group_channel(pk) for pk in group_ids))
+        # A page other than the roster listens for notifications alone: none of its groups'
+        # traffic is sent here to be dropped.
+        if self.scope.get("query_string") == NOTIFICATIONS_ONLY:
+            group_ids = []
+        await self.join(user, (*(group_channel(pk) for pk in group_ids), owner_channel(user.pk)))
 
     async def garden_event(self, message: dict[str, Any]) -> None:
         event = message["event"]

@@ -2,8 +2,8 @@
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
 agents page, an agent's page, the model accounts, the tools (MCP servers), the access tokens,
-the webhooks, the documents, usage and cost, the Telegram link and a group's room, all reads
-scoped to the signed-in owner.
+the webhooks, the documents, usage and cost, the Telegram link, notifications and a group's
+room, all reads scoped to the signed-in owner.
 """
 
 from __future__ import annotations
@@ -69,6 +69,11 @@ class DashboardSite(admin.AdminSite):
             path("documents/", self.admin_view(records.documents), name="documents"),
             path("usage/", self.admin_view(records.usage), name="usage"),
             path("telegram/", self.admin_view(settings_pages.telegram), name="telegram"),
+            path(
+                "notifications/",
+                self.admin_view(settings_pages.notifications),
+                name="notifications",
+            ),
             path("groups/<int:group_id>/", self.admin_view(rooms.room), name="room"),
             path("groups/<int:group_id>/canvas", self.admin_view(rooms.canvas), name="canvas"),
             # Cacheable: the view sets its own private Cache-Control, so thumbnails are kept.

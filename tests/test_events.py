@@ -103,6 +103,17 @@ def _a_reply_streamed(owner) -> None:
         server.close()
 
 
+def _a_reply_notified(owner) -> None:
+    """notification.reply: what the worker does for a request that ended (here called in this
+    thread, as the ending's commit never comes inside the test's transaction)."""
+    from notifications.services import replies_notify
+
+    group = make_group(owner, concierge_rules=[{"reply": "All done."}], members={}, name="Solo")
+    request = request_create(group=group, text="Anything?")
+    drive(request)
+    assert replies_notify(request_id=request.pk)["browser"] == 1
+
+
 def _a_tend_run_finished(settings, tmp_path) -> None:
     """tend.finished."""
     settings.GARDEN_RUNTIME_ROOT = tmp_path / "runtime"
@@ -117,6 +128,7 @@ def test_every_event_the_code_sends_validates_and_every_type_is_sent(
     _a_group_asks_waits_for_approval_and_rolls_over(owner)
     _a_group_changed_and_deleted(api, owner)
     _a_reply_streamed(owner)
+    _a_reply_notified(owner)
     _a_tend_run_finished(settings, tmp_path)
 
     for event in sent:

@@ -1,6 +1,6 @@
-"""The owner's settings pages: model accounts, tools (MCP servers), access tokens, webhooks
-and the Telegram link for approvals. A secret (a key, a header's value, a token, a webhook's
-secret) is never rendered."""
+"""The owner's settings pages: model accounts, tools (MCP servers), access tokens, webhooks,
+the Telegram link for approvals and where replies notify. A secret (a key, a header's value,
+a token, a webhook's secret) is never rendered."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from garden.models import AccessToken, ModelAccount
 from garden.selectors import account_key_status, model_account_list
 from groups.selectors import group_list, webhook_delivery_list, webhook_endpoint_list
 from groups.services.webhooks import EVENTS as WEBHOOK_EVENTS
+from notifications.selectors import channels_get, notification_agents
 from telegram_approvals.bot import configured as telegram_configured
 from telegram_approvals.selectors import bot_username, link_get
 
@@ -105,6 +106,25 @@ def telegram(request: HttpRequest) -> HttpResponse:
             configured=telegram_configured(),
             link=link_get(owner=request.user),
             bot_username=bot_username(),
+        ),
+    )
+
+
+def notifications(request: HttpRequest) -> HttpResponse:
+    """Where the owner's agents' replies notify them (this browser, their linked Telegram
+    chat) and a mute for each agent; the page's script saves each change (PUT
+    /api/notifications) and asks the browser's permission when the button is pressed. No group
+    is listed, and approvals have no control: they always notify."""
+    return TemplateResponse(
+        request,
+        "dashboard/notifications.html",
+        page_context(
+            request,
+            title="Notifications",
+            chosen=channels_get(owner_id=request.user.pk),
+            agents=notification_agents(owner=request.user),
+            telegram_configured=telegram_configured(),
+            link=link_get(owner=request.user),
         ),
     )
 

@@ -124,7 +124,11 @@
     const socket = new WebSocket(`${scheme}://${location.host}${list.dataset.socket}`);
     socket.addEventListener("open", () => { delay = 1000; });
     socket.addEventListener("message", (message) => {
-      try { onEvent(JSON.parse(message.data)); } catch (error) { /* not an event of ours */ }
+      let event = null;
+      try { event = JSON.parse(message.data); } catch (error) { return; } // not an event of ours
+      onEvent(event);
+      // notifications.js shows a reply's notification from this socket's events.
+      document.dispatchEvent(new CustomEvent("garden:roster-event", { detail: event }));
     });
     socket.addEventListener("close", (closed) => {
       if (closed.code === 4401) { location.reload(); return; } // signed out
