@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench faults lint run worker screenshots clean
+.PHONY: demo test bench bench-peer faults lint run worker screenshots clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,25 @@ bench: $(STAMP)
 	@$(PY) bench/bench_loop.py --groups 40 --workers 1 2 --json $(BENCH_JSON)
 	@$(PY) bench/bench_load.py --groups 200 --latency 1 --workers 1 2
 	@$(PY) bench/bench_observe.py --json var/bench-observe.json
+
+# A peer measured on the same machine: LangGraph's durable step (its PostgreSQL checkpointer,
+# durability="sync") in bench/bench_peer.py, on its own database garden_peer (PEER_DATABASE_URL),
+# under a minute. It runs in its own venv $(PEER_VENV) with pyproject.toml's `peer` pins, never in
+# garden's. When `make bench` has written $(BENCH_JSON), the ratios garden ÷ LangGraph follow.
+PEER_VENV  := .venv-peer
+PEER_PY    := $(PEER_VENV)/bin/python
+PEER_STAMP := $(PEER_VENV)/.installed
+PEER_JSON  ?= var/bench-peer.json
+$(PEER_STAMP): pyproject.toml
+	@test -x $(PEER_PY) || $(PYTHON) -m venv $(PEER_VENV)
+	@$(PYTHON) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["peer"], sep="\n")' >$(PEER_VENV)/peer-requirements.txt
+	@$(PEER_PY) -m pip install --quiet --disable-pip-version-check -r $(PEER_VENV)/peer-requirements.txt
+	@touch $(PEER_STAMP)
+
+bench-peer: $(PEER_STAMP)
+	@mkdir -p $(dir $(PEER_JSON))
+	@$(PEER_PY) bench/bench_peer.py --json $(PEER_JSON)
+	@if [ -f $(BENCH_JSON) ]; then $(PEER_PY) bench/peer_ratio.py $(BENCH_JSON) $(PEER_JSON); fi
 
 # The fault harness (~6 minutes on 2 cores): SIGKILL/SIGSTOP of real workers, Redis restarts
 # (a private redis-server), dropped PostgreSQL connections, a faulty provider; prints a table of
