@@ -2,13 +2,15 @@
 
 Conversation origin: a garden turn in that conversation (canonical) plus an attempted reply
 copy at the top of the inbox. No origin: one note file under the inbox's notes/. Either way,
-one validated record line in the run's operator-messages.jsonl, or nothing at all.
+one validated record line in the run's operator-messages.jsonl, or nothing at all. A file is
+staged under a temporary name and put in place only once its emission has committed.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +29,8 @@ from .models import PendingRecord
 from .paths import inbox_relative, records_path
 from .pending import flush_pending
 from .record_file import append_record
-from .storage import check_appendable, remove_quietly, write_file_atomically
+from .staging import StagedFile
+from .storage import check_appendable
 from .validate import (
     CANONICAL,
     CONVERSATION_NOT_FOUND,
@@ -139,7 +142,9 @@ def _io_error(what: str, exc: BaseException) -> EmitResult:
 
 
 def _emit_note(kind: str, content: str, ctx: RunContext) -> EmitResult:
-    """No origin: one note under notes/, then its record. Touches no database row."""
+    """No origin: the note is staged, its record appended (the emission's commit), then the
+    note put in place. Touches no database row. A crash before the append leaves a temp that
+    recovery removes; after it, a temp that recovery puts in place (pending.py)."""
     now = timezone.now()
     relative = inbox_relative("notes", _file_name(kind, now))
     record = {
@@ -151,17 +156,24 @@ def _emit_note(kind: str, content: str, ctx: RunContext) -> EmitResult:
     check = validate_operator_message_record(record)
     if not check.ok:
         return EmitResult.rejected(check)
-    path = runtime_root() / relative
     try:
-        write_file_atomically(path, _render_file(record, content, {}))
+        staged = StagedFile.write(
+            runtime_root() / relative, ctx.run_id, _render_file(record, content, {})
+        )
     except OSError as exc:
         return _io_error("could not write the note", exc)
     try:
         append_record(ctx.run_id, record)
     except OSError as exc:
-        # No record may name a file it does not vouch for, nor a file outlive its record.
-        remove_quietly(path)
+        # No record may name a file it does not vouch for, nor a note outlive its record.
+        staged.discard()
         return _io_error("could not append the record", exc)
+    try:
+        staged.place()
+    except OSError:
+        # The record is written, so the note was emitted; the next recovery puts it in place.
+        log.warning("note %s left staged for recovery", relative, exc_info=True)
+        staged.release()
     return EmitResult(ok=True, record=record)
 
 
@@ -177,13 +189,15 @@ def _emit_to_conversation(
     ctx: RunContext,
     origin: dict[str, Any],
 ) -> EmitResult:
-    """Conversation origin: the reply copy is written first (an attempt: its failure costs
-    only the copy), then the garden turn and its pending record in one transaction; the record
-    line follows the commit (pending.py). A record file that cannot take a line refuses the
-    emission before anything commits (IO_ERROR, the turn rolled back, the copy removed).
+    """Conversation origin: the reply copy is staged first (an attempt: its failure costs
+    only the copy), then the garden turn and its pending record in one transaction; the copy is
+    put in place and the record line appended after the commit (pending.py). A record file
+    that cannot take a line refuses the emission before anything commits (IO_ERROR, the turn
+    rolled back, the staged copy removed).
 
-    Inside a caller's transaction the line follows that transaction's commit; its rollback
-    takes the turn and the pending record with it, and no line is ever written.
+    Inside a caller's transaction the copy and the line follow that transaction's commit; its
+    rollback takes the turn and the pending record with it, and the staged copy is left for
+    recovery to remove: no copy is put in place and no line written.
     """
     conversation_id = origin["conversation_id"]
     now = timezone.now()
@@ -194,10 +208,12 @@ def _emit_to_conversation(
         "origin": origin,
     }
     relative = inbox_relative(_file_name(kind, now))
-    copy: Path | None = runtime_root() / relative
+    copy: StagedFile | None
     try:
-        write_file_atomically(
-            copy, _render_file(record, content, {"conversation_id": conversation_id})
+        copy = StagedFile.write(
+            runtime_root() / relative,
+            ctx.run_id,
+            _render_file(record, content, {"conversation_id": conversation_id}),
         )
     except OSError as exc:
         log.warning("reply copy not written; the conversation turn stays canonical", exc_info=exc)
@@ -246,17 +262,28 @@ def _emit_to_conversation(
                 raise _Rejected(check)
             check_appendable(records_path(ctx.run_id))
             PendingRecord.objects.create(run_id=ctx.run_id, record=record)
-            run_id = ctx.run_id
-            transaction.on_commit(lambda: flush_pending(run_id=run_id))
+            transaction.on_commit(_after_commit(ctx.run_id, copy), robust=True)
     except _Rejected as rejected:
-        _remove_copy(copy)
+        _discard(copy)
         return EmitResult.rejected(rejected.check)
     except (OSError, DatabaseError) as exc:
-        _remove_copy(copy)
+        _discard(copy)
         return _io_error("could not record the conversation turn", exc)
     return EmitResult(ok=True, record=record)
 
 
-def _remove_copy(copy: Path | None) -> None:
+def _after_commit(run_id: str, copy: StagedFile | None) -> Callable[[], None]:
+    # The callback holds the staged copy (and so its lock) until the commit it waits for.
+    def complete() -> None:
+        try:
+            flush_pending(run_id=run_id)
+        finally:
+            if copy is not None:
+                copy.release()
+
+    return complete
+
+
+def _discard(copy: StagedFile | None) -> None:
     if copy is not None:
-        remove_quietly(copy)
+        copy.discard()

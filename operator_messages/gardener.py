@@ -14,7 +14,7 @@ from garden.services.runs import goal_conclude, goal_create
 from operator_messages.driver import ActiveRun, run_goal
 
 from .emit import EmitResult, OperatorMessageFailed, emit_recently_concluded, emit_tend_survey
-from .pending import flush_pending
+from .pending import recover
 from .selectors import last_survey_at, survey_collect
 from .survey import Survey, Thresholds, render_survey
 
@@ -54,8 +54,9 @@ def tend(
     Raises OperatorMessageFailed when the note could not be written; the run and goal are
     then failed.
     """
-    # Records whose turns committed before a crash took their append: every tend finishes them.
-    flush_pending()
+    # Emissions a crash interrupted (a record not appended, a file not put in place, a temp
+    # whose turn never committed): every tend finishes or removes them.
+    recover()
     limits = thresholds or Thresholds()
     goal = goal_create(kind=Goal.Kind.TEND, title="gardener: tend")
 

@@ -16,11 +16,12 @@ class OperatorMessageRun(Run):
 
 
 class PendingRecord(models.Model):
-    """A conversation-backed record written in the same transaction as its garden turn and
-    appended to the run's record file once that transaction has committed (pending.py), so a
-    record line never names a turn that does not exist and a committed turn never loses its
-    record: a crash between the commit and the append leaves this row, which the next reader
-    of the run's records, the next emission and the gardener's tend append (exactly once)."""
+    """A conversation-backed record written in the same transaction as its garden turn; once
+    that transaction has committed, its staged reply copy is put in place and the record
+    appended to the run's record file (pending.py). So a record line or a reply copy never
+    stands for a turn that does not exist, and a committed turn never loses either: a crash
+    between the commit and the append leaves this row, which the next reader of the run's
+    records, the next emission and the gardener's tend complete (exactly once)."""
 
     run_id = models.CharField(max_length=64, db_index=True)
     record = models.JSONField()

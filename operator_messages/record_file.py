@@ -42,6 +42,19 @@ def append_record(run_id: str, record: dict[str, Any]) -> None:
     append_line(records_path(run_id), encode_record(record))
 
 
+def append_turn_record(run_id: str, record: dict[str, Any]) -> bool:
+    """Append a conversation-backed record unless the run's file already names its turn;
+    whether it was appended. Checked under the file's lock, so two processes completing the
+    same emission append its line once. Raises OSError as ``append_record`` does."""
+    message_id = record["conversation_message_id"]
+
+    def named(raw: bytes) -> bool:
+        records = parse_log(raw, run_id).records
+        return any(r.get("conversation_message_id") == message_id for r in records)
+
+    return append_line(records_path(run_id), encode_record(record), unless=named)
+
+
 def read_file_records(run_id: str) -> list[dict[str, Any]]:
     """The valid records the run's file holds now, without appending what is pending."""
     return read_log(run_id).records
@@ -50,11 +63,15 @@ def read_file_records(run_id: str) -> list[dict[str, Any]]:
 def read_log(run_id: str) -> RecordLog:
     """Every line of the run's file now: the valid records in order, and the lines that are
     not (undecodable, not JSON, failing the record validator, or from another run)."""
-    path = records_path(run_id)
     try:
-        raw = path.read_bytes()
+        raw = records_path(run_id).read_bytes()
     except FileNotFoundError:
         return RecordLog()
+    return parse_log(raw, run_id)
+
+
+def parse_log(raw: bytes, run_id: str) -> RecordLog:
+    """``read_log`` of the file's bytes ``raw``."""
     records: list[dict[str, Any]] = []
     invalid: list[InvalidLine] = []
     for number, chunk in enumerate(raw.split(b"\n"), start=1):

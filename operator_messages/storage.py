@@ -1,4 +1,5 @@
-"""Durable file writes: whole files appear atomically, record lines are appended whole or not at all."""
+"""Durable file writes: record lines are appended whole or not at all (whole delivery files are
+staging's)."""
 
 from __future__ import annotations
 
@@ -6,38 +7,14 @@ import contextlib
 import errno
 import fcntl
 import os
-import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
-def write_file_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader sees either no file or the whole file.
-
-    The temporary file is a dotfile in the same directory (same filesystem, so the rename is
-    atomic, and readers skip dotfiles); the directory is fsynced so the name survives a crash.
-    """
-    directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        try:
-            data = text.encode("utf-8")
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        remove_quietly(tmp)
-        raise
-    fsync_directory(directory)
-
-
-def append_line(path: Path, line: bytes) -> None:
-    """Append one newline-terminated line to ``path`` in a single write, then fsync.
+def append_line(path: Path, line: bytes, *, unless: Callable[[bytes], bool] | None = None) -> bool:
+    """Append one newline-terminated line to ``path`` in a single write, then fsync; whether
+    it was appended. With ``unless``, the line is not appended when ``unless(the file's bytes)``
+    holds, checked under the same lock as the append so no other writer slips in between.
 
     O_APPEND makes each write land at the end; the exclusive flock keeps writers in other
     processes from interleaving even where a single write would not be atomic, and lets a
@@ -50,6 +27,8 @@ def append_line(path: Path, line: bytes) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
+        if unless is not None and unless(os.pread(fd, size, 0)):
+            return False
         # A crash mid-line elsewhere must not glue that fragment onto this record.
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = b"\n" + line
@@ -64,6 +43,7 @@ def append_line(path: Path, line: bytes) -> None:
             raise
     finally:
         os.close(fd)  # also releases the flock
+    return True
 
 
 def check_appendable(path: Path) -> None:

@@ -17,7 +17,7 @@ from garden.models import Message
 from garden.runtime import context_to_env
 from operator_messages import emit_recently_concluded, read_operator_message_records
 from operator_messages.models import PendingRecord
-from operator_messages.record_file import append_record, read_file_records
+from operator_messages.record_file import read_file_records
 from tests.operator_messages.helpers import in_run, start
 from tests.support.databases import database_url
 
@@ -119,16 +119,18 @@ def test_a_failed_append_after_the_commit_is_made_good_later(runtime, conversati
     def disk_full(run_id, record):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pending, "append_record", disk_full)
+    monkeypatch.setattr(pending, "append_turn_record", disk_full)
     with in_run("durable", origin=origin_of(conversation)) as (_, run, _):
         result = emit_recently_concluded("done")
     assert result.ok  # the turn committed: it is canonical, and its record will follow
     turn = Message.objects.get(conversation=conversation)
     assert PendingRecord.objects.count() == 1
     assert read_file_records(run.run_id) == []
-    monkeypatch.setattr(pending, "append_record", append_record)
+    assert result.delivery_file.is_file()  # the copy is in place; its record is pending
+    monkeypatch.undo()
     records = read_operator_message_records(run.run_id)
     assert [r["conversation_message_id"] for r in records] == [turn.pk]
+    assert records[0]["delivery_path"] == result.record["delivery_path"]
 
 
 def test_the_tend_appends_what_is_pending(runtime, conversation):

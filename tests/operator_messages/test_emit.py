@@ -64,9 +64,13 @@ def test_the_reply_scan_skips_notes_dotfiles_and_directories(runtime):
     assert [n.body for n in list_notes()] == ["a note"]
 
 
-def test_conversation_origin_appends_a_garden_turn_and_a_reply_copy(runtime, conversation):
+def test_conversation_origin_appends_a_garden_turn_and_a_reply_copy(
+    runtime, conversation, django_capture_on_commit_callbacks
+):
     with in_run("durable", origin=origin_of(conversation), owner=conversation.owner) as (_, run, _):
-        result = emit_recently_concluded("The tax return is filed.")
+        # The reply copy is put in place once the turn commits.
+        with django_capture_on_commit_callbacks(execute=True):
+            result = emit_recently_concluded("The tax return is filed.")
     assert result.ok, result
     record = result.record
     message = Message.objects.get(conversation=conversation)

@@ -149,7 +149,9 @@ def test_a_tend_whose_note_cannot_be_written_fails_its_run_and_goal(runtime):
     assert run.status == "failed" and run.goal.status == "failed"
 
 
-def test_conclude_durable_goal_tells_the_originating_conversation(runtime, owner):
+def test_conclude_durable_goal_tells_the_originating_conversation(
+    runtime, owner, django_capture_on_commit_callbacks
+):
     conversation = Conversation.objects.create(
         owner=owner, agent=Agent.objects.get(owner=owner, handle="concierge")
     )
@@ -159,7 +161,9 @@ def test_conclude_durable_goal_tells_the_originating_conversation(runtime, owner
         title="File the taxes",
         origin={"kind": "conversation", "conversation_id": conversation.pk},
     )
-    result = conclude_durable_goal(goal, "The tax return is filed.")
+    # The reply copy is put in place once the turn commits.
+    with django_capture_on_commit_callbacks(execute=True):
+        result = conclude_durable_goal(goal, "The tax return is filed.")
     assert result.ok, result
     message = Message.objects.get(conversation=conversation)
     assert (message.speaker_kind, message.text) == ("garden", "The tax return is filed.")

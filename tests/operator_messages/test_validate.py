@@ -109,6 +109,9 @@ def test_a_mismatched_policy_pair_fails_schema_and_validator(runtime, schema, re
         ({**REPLY, "delivery_path": f"/tmp/inbox/{GARDEN}/x.md"}, False),
         ({**REPLY, "delivery_path": f"inbox/{GARDEN}/.hidden.md"}, False),
         ({**REPLY, "delivery_path": f"inbox/{GARDEN}/x.txt"}, False),
+        # A staged file's temporary name is never a delivery_path: records name the final file.
+        ({**REPLY, "delivery_path": f"inbox/{GARDEN}/.x.md.{RUN_ID}.tmp"}, False),
+        ({**NOTE, "delivery_path": f"inbox/{GARDEN}/notes/.x.md.{RUN_ID}.tmp"}, False),
         ({**REPLY, "delivery_path": "inbox/another-garden/x.md"}, True),  # the schema knows no name
         ({**REPLY, "delivery_path": f"inbox/{GARDEN}/x.md\n"}, True),
     ],
@@ -121,6 +124,8 @@ def test_a_mismatched_policy_pair_fails_schema_and_validator(runtime, schema, re
         "absolute",
         "dotfile",
         "not-markdown",
+        "staged-copy",
+        "staged-note",
         "other-garden",
         "newline",
     ],
