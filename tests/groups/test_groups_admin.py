@@ -120,7 +120,15 @@ def test_a_valid_change_goes_through_the_service(client, staff, group, team):
             "Agent Father cannot join a group: the maker&#x27;s platform tools stay outside the room.",
         ),
         (
-            lambda t: {"members": [t["concierge"].pk, t["advisor"].pk]},
+            # Ledger out and an agent that cannot run in: a change that brings a member in is
+            # checked as creation is (taking Ledger out alone would be allowed).
+            lambda t: {
+                "members": [
+                    t["concierge"].pk,
+                    t["advisor"].pk,
+                    Agent.objects.create(owner=t["concierge"].owner, handle="idle", name="Idle").pk,
+                ]
+            },
             "A group needs 2 members besides Agent Father that can run.",
         ),
         (
