@@ -65,14 +65,19 @@ def retry_on_lock_conflict(func: Callable[P, R]) -> Callable[P, R]:
 @dataclass(frozen=True)
 class RetryPolicy:
     """Deliver a task again when it raises one of ``on``: after ``backoff * 2**retries``
-    seconds, never more than ``backoff_max``, at most ``times`` times (None: no limit)."""
+    seconds, never more than ``backoff_max``, at most ``times`` times (None: no limit) — or
+    after what ``wait_of`` reads off the error, when the error says how long to wait (a
+    service's Retry-After)."""
 
     on: tuple[type[BaseException], ...]
     backoff: float
     backoff_max: float
     times: int | None = None
+    wait_of: Callable[[BaseException], float] | None = None
 
-    def delay(self, retries: int) -> float:
+    def delay(self, retries: int, exc: BaseException | None = None) -> float:
+        if self.wait_of is not None and exc is not None:
+            return self.wait_of(exc)
         return min(self.backoff * 2 ** min(retries, 32), self.backoff_max)
 
 
@@ -93,4 +98,4 @@ class RetryingTask(Task):
             policy = next((p for p in self.retry_policies if isinstance(exc, p.on)), None)
             if policy is None or (policy.times is not None and retries >= policy.times):
                 raise
-            raise self.retry(countdown=policy.delay(retries), exc=exc) from exc
+            raise self.retry(countdown=policy.delay(retries, exc), exc=exc) from exc

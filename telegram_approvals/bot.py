@@ -19,10 +19,11 @@ from typing import Any
 import httpx
 from django.conf import settings
 from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, Update
-from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.error import NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
 from garden import egress
+from garden.retry import RetryPolicy
 
 # A Bot API answer is a few KB; getUpdates of a busy bot a few hundred.
 MAX_ANSWER_BYTES = 2_000_000
@@ -38,6 +39,20 @@ class TelegramNotConfigured(Exception):
 
 class BotApiRefused(TelegramError):
     """The egress policy refused the Bot API's address; nothing was sent."""
+
+
+def _retry_after(exc: BaseException) -> float:
+    wait = exc.retry_after  # seconds, or a timedelta in newer releases
+    return (wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)) + 1
+
+
+# How a task that calls the Bot API is delivered again (garden.retry.RetryingTask): after the
+# wait Telegram asks for when it limits the bot, with back-off when it cannot be reached or
+# timed out; five times at most. An egress refusal (BotApiRefused) is never retried.
+BOT_API_RETRIES = (
+    RetryPolicy(on=(RetryAfter,), backoff=1.0, backoff_max=30.0, times=5, wait_of=_retry_after),
+    RetryPolicy(on=(NetworkError,), backoff=1.0, backoff_max=30.0, times=5),
+)
 
 
 def configured() -> bool:

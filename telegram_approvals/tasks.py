@@ -6,30 +6,27 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
-from telegram.error import NetworkError, RetryAfter
 
+from garden.retry import RetryingTask
 from telegram_approvals import scheduling
+from telegram_approvals.bot import BOT_API_RETRIES
 from telegram_approvals.services import approval_message_sync, replies_deliver
 
 # Bot API calls are short (GARDEN_TELEGRAM_TIMEOUT each, a few per task).
 LIMITS = {"soft_time_limit": 90, "time_limit": 120}
 
 
-@shared_task(name=scheduling.SYNC_APPROVAL, bind=True, acks_late=True, ignore_result=True, **LIMITS)
-def sync_approval(self, approval_id: int) -> str:
+@shared_task(
+    name=scheduling.SYNC_APPROVAL,
+    base=RetryingTask,
+    retry_policies=BOT_API_RETRIES,
+    acks_late=True,
+    ignore_result=True,
+    **LIMITS,
+)
+def sync_approval(approval_id: int) -> str:
     """Send a pending approval to its owner's chat, or edit the message to its new state."""
-    try:
-        return approval_message_sync(approval_id=approval_id)
-    except RetryAfter as exc:
-        raise self.retry(countdown=_seconds(exc.retry_after) + 1, max_retries=5, exc=exc) from exc
-    except NetworkError as exc:  # unreachable or timed out (an egress refusal is not retried)
-        if self.request.retries >= 5:
-            raise
-        raise self.retry(countdown=min(2**self.request.retries, 30), exc=exc) from exc
-
-
-def _seconds(value: Any) -> float:
-    return value.total_seconds() if hasattr(value, "total_seconds") else float(value)
+    return approval_message_sync(approval_id=approval_id)
 
 
 @shared_task(name=scheduling.SEND_REPLIES, acks_late=True, ignore_result=True, **LIMITS)

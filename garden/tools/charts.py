@@ -12,13 +12,10 @@ import math
 from typing import Any
 
 import jsonschema
-from django.db import transaction
 
-from garden.errors import QuotaExceeded
-from garden.models import Artifact
 from garden.providers.types import ToolSpec
-from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, load_schema, register
+from garden.tools.files import keep_document
 
 # The Canvas draws an artifact of this type as a chart; file.read reads it as text (JSON).
 CHART_MIME = "application/vnd.garden.chart+json"
@@ -94,22 +91,11 @@ def chart_create(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
     content = chart_content(args)
     if len(content) > MAX_CHART_CHARS:
         return _invalid(f"the chart takes {len(content):,} characters, over {MAX_CHART_CHARS:,}")
-    try:
-        with transaction.atomic():
-            artifact = Artifact.objects.create(
-                owner_id=ctx.owner_id,
-                agent_id=ctx.agent_id,
-                conversation_id=ctx.conversation_id,
-                kind="chart",
-                title=args["title"].strip(),
-                mime_type=CHART_MIME,
-                content=content,
-                size=len(content.encode()),
-            )
-            storage_hold(owner_id=ctx.owner_id)
-    except QuotaExceeded as refused:
-        # Rolled back: nothing written, as for file.write.
-        return ToolOutcome(f"{refused.code}: {refused.message}", is_error=True, code=refused.code)
+    artifact = keep_document(
+        ctx, kind="chart", title=args["title"], mime_type=CHART_MIME, content=content
+    )
+    if isinstance(artifact, ToolOutcome):
+        return artifact
     return ToolOutcome(
         f"Made chart {artifact.pk} ({args['type']}, {len(args['series'])} series of "
         f"{len(args['labels'])} points): {artifact.title}",

@@ -19,7 +19,6 @@ from garden.models import Artifact
 from garden.providers.types import ToolSpec
 from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, register
-from garden.tools.charts import CHART_MIME
 
 MAX_CHARS = 200_000
 
@@ -52,23 +51,40 @@ FILE_WRITE = register(
 )
 
 
-def file_write(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+def keep_document(
+    ctx: ToolContext, *, kind: str, title: str, mime_type: str, content: str
+) -> Artifact | ToolOutcome:
+    """Put a text document an agent made into its owner's library, tagged with the agent and
+    its thread, under the owner's storage: the Artifact, or the refusal to answer the call
+    with (STORAGE_FULL, rolled back: nothing written; the request goes on)."""
     try:
         with transaction.atomic():
             artifact = Artifact.objects.create(
                 owner_id=ctx.owner_id,
                 agent_id=ctx.agent_id,
                 conversation_id=ctx.conversation_id,
-                kind=args.get("kind", "document"),
-                title=args["title"].strip(),
-                mime_type=args.get("mime_type", "text/plain"),
-                content=args["content"],
-                size=len(args["content"].encode()),
+                kind=kind,
+                title=title.strip(),
+                mime_type=mime_type,
+                content=content,
+                size=len(content.encode()),
             )
             storage_hold(owner_id=ctx.owner_id)
     except QuotaExceeded as refused:
-        # Rolled back: nothing written. The agent is told why, and the request goes on.
         return ToolOutcome(f"{refused.code}: {refused.message}", is_error=True, code=refused.code)
+    return artifact
+
+
+def file_write(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    artifact = keep_document(
+        ctx,
+        kind=args.get("kind", "document"),
+        title=args["title"],
+        mime_type=args.get("mime_type", "text/plain"),
+        content=args["content"],
+    )
+    if isinstance(artifact, ToolOutcome):
+        return artifact
     return ToolOutcome(
         f"Wrote artifact {artifact.pk} ({artifact.kind}): {artifact.title}",
         artifacts=(artifact.pk,),
@@ -78,7 +94,10 @@ def file_write(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
 LIST_LIMIT = 50
 # What a page's header and continuation line take, kept out of the room's share for the text.
 PAGE_OVERHEAD = 300
-TEXT_TYPES = ("text/", "application/json", "application/csv", "application/xml", CHART_MIME)
+TEXT_TYPES = ("text/", "application/json", "application/csv", "application/xml")
+# A structured type's suffix (RFC 6839) says it is JSON or XML, so text: a chart
+# (application/vnd.garden.chart+json) reads as its data.
+TEXT_SUFFIXES = ("+json", "+xml")
 
 FILE_LIST = register(
     Tool(
@@ -169,7 +188,8 @@ def file_read(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
             is_error=True,
             code="ARTIFACT_NOT_FOUND",
         )
-    if not artifact.mime_type.startswith(TEXT_TYPES):
+    mime = artifact.mime_type.split(";")[0].strip()
+    if not (mime.startswith(TEXT_TYPES) or mime.endswith(TEXT_SUFFIXES)):
         return ToolOutcome(
             f"NOT_TEXT: artifact {artifact.pk} is {artifact.mime_type}; it cannot be read as text.",
             is_error=True,

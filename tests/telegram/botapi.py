@@ -79,9 +79,13 @@ class FakeBotApi:
         with self._lock:
             self._updates.append(update)
 
-    def fail(self, method: str, status: int, description: str) -> None:
+    def fail(
+        self, method: str, status: int, description: str, *, retry_after: int | None = None
+    ) -> None:
+        """The next call of ``method`` fails; with ``retry_after``, as Telegram limits a bot
+        (429 with ``parameters.retry_after`` seconds)."""
         with self._lock:
-            self._failures.setdefault(method, []).append((status, description))
+            self._failures.setdefault(method, []).append((status, description, retry_after))
 
     # --- the Bot API --------------------------------------------------------------------
 
@@ -92,8 +96,11 @@ class FakeBotApi:
                 return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
             failures = self._failures.get(method)
             if failures:
-                status, description = failures.pop(0)
-                return status, {"ok": False, "error_code": status, "description": description}
+                status, description, retry_after = failures.pop(0)
+                body = {"ok": False, "error_code": status, "description": description}
+                if retry_after is not None:
+                    body["parameters"] = {"retry_after": retry_after}
+                return status, body
             answer = getattr(self, f"_{method}", None)
             if answer is None:
                 return 404, {"ok": False, "error_code": 404, "description": "Not Found"}

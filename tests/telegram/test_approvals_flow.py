@@ -114,6 +114,22 @@ def linked_approval(celery_worker_thread, bot_api, linked, writing_group):
     return request, approval, row
 
 
+def test_a_limited_or_unreachable_bot_api_is_tried_again_until_the_approval_is_sent(
+    celery_worker_thread, bot_api, linked, writing_group
+):
+    """Telegram limits the bot (429, retry after a second), then a gateway fails: the task is
+    delivered again after the wait Telegram asked for, then after a back-off, and the third
+    try sends the approval — once."""
+    bot_api.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
+    bot_api.fail("sendMessage", 502, "Bad Gateway")
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    _approval, _sent, row = sent_approval(bot_api, request)
+    assert len(bot_api.calls_of("sendMessage")) == 3
+    assert row.message_id is not None
+    worker_quiescent()
+    assert len(bot_api.calls_of("sendMessage")) == 3, "sent once, not again"
+
+
 def test_a_decision_in_the_dashboard_edits_the_telegram_message(bot_api, api, linked_approval):
     request, approval, row = linked_approval
     decided = api.post(f"/api/approvals/{approval.pk}/decide", {"decision": "reject"})
