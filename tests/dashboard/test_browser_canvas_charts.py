@@ -18,9 +18,9 @@ from garden.models import Agent, Artifact
 from garden.models.memory import PageVisit
 from garden.services.conversations import agent_conversation_open
 from garden.tools import ToolContext, run_tool
-from groups.services.requests import group_conversation_open
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled, open_room
 from tests.dashboard.helpers import household
+from tests.support.tools import in_group
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -58,16 +58,6 @@ def ledger_of(owner) -> Agent:
     return Agent.objects.get(owner=owner, handle="ledger")
 
 
-def group_ctx(group, agent) -> ToolContext:
-    conversation = group_conversation_open(group=group)
-    return ToolContext(
-        owner_id=group.owner_id,
-        agent_id=agent.pk,
-        conversation_id=conversation.pk,
-        group_id=group.pk,
-    )
-
-
 def watched(page):
     """The page reloaded with the policy's violations recorded from its first script."""
     page.context.add_init_script(WATCH_CSP)
@@ -102,7 +92,7 @@ def assert_chart_shown(page) -> None:
 def test_a_chart_is_drawn_with_its_numbers_at_desktop_and_phone_width(open_page, owner):
     group = household(owner)
     ledger = ledger_of(owner)
-    made = run_tool(group_ctx(group, ledger), "chart.create", CHART)
+    made = run_tool(in_group(group, ledger), "chart.create", CHART)
     assert not made.is_error, made.content
     page = watched(open_room(open_page, owner, group))
     page.set_viewport_size(DESKTOP)
@@ -134,7 +124,7 @@ def test_a_chart_is_drawn_with_its_numbers_at_desktop_and_phone_width(open_page,
 def test_a_text_chart_written_as_a_file_still_reads_as_its_text(open_page, owner):
     group = household(owner)
     run_tool(
-        group_ctx(group, ledger_of(owner)),
+        in_group(group, ledger_of(owner)),
         "file.write",
         {"title": "Sketch", "content": "Jan ###\nFeb ##", "kind": "chart"},
     )
@@ -191,7 +181,7 @@ def site(settings) -> Iterator[str]:
 def test_a_fetched_page_opens_as_a_visit_and_its_markup_stays_text(open_page, owner, site):
     group = household(owner)
     ledger = ledger_of(owner)
-    ctx = group_ctx(group, ledger)
+    ctx = in_group(group, ledger)
     assert not run_tool(ctx, "http.fetch", {"url": site}).is_error
     run_tool(ctx, "http.fetch", {"url": site})  # the same page twice: two visits
     page = watched(open_room(open_page, owner, group))
@@ -231,7 +221,7 @@ def test_a_fetched_page_opens_as_a_visit_and_its_markup_stays_text(open_page, ow
 @pytest.mark.django_db
 def test_the_documents_page_lists_a_chart_and_no_visit(signed_in, owner, site):
     group = household(owner)
-    ctx = group_ctx(group, ledger_of(owner))
+    ctx = in_group(group, ledger_of(owner))
     run_tool(ctx, "chart.create", CHART)
     run_tool(ctx, "http.fetch", {"url": site})
     assert PageVisit.objects.filter(owner=owner).count() == 1

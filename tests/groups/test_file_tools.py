@@ -7,10 +7,11 @@ import pytest
 from django.db import transaction
 
 from garden.models import Agent, Artifact, Message
-from garden.tools import ToolContext, run_tool
+from garden.tools import run_tool
 from groups.services.requests import group_conversation_open, request_create
 from tests.groups.conftest import make_group
 from tests.support.driving import drive
+from tests.support.tools import in_group
 
 PLAN = "Savings plan\n" + "Save 800 a month by standing order on payday. " * 40
 
@@ -29,18 +30,6 @@ def document(group, *, agent, title="Savings plan", content=PLAN, **extra) -> Ar
     )
 
 
-def ctx_of(group, agent, *, output_chars=12_000) -> ToolContext:
-    with transaction.atomic():
-        conversation = group_conversation_open(group=group)
-    return ToolContext(
-        owner_id=group.owner_id,
-        agent_id=agent.pk,
-        conversation_id=conversation.pk,
-        group_id=group.pk,
-        output_chars=output_chars,
-    )
-
-
 @pytest.fixture
 def team(owner):
     group = make_group(owner, concierge_rules=[], members={"ledger": [], "advisor": []})
@@ -53,7 +42,7 @@ def team(owner):
 def test_read_pages_a_document_within_the_rooms_share(team):
     group, _, agents = team
     doc = document(group, agent=agents["ledger"])
-    ctx = ctx_of(group, agents["advisor"], output_chars=1_000)
+    ctx = in_group(group, agents["advisor"], output_chars=1_000)
     first = run_tool(ctx, "file.read", {"artifact": doc.pk})
     assert not first.is_error and len(first.content) <= 1_000
     assert first.content.startswith(f"artifact {doc.pk} · document · 'Savings plan' · by @ledger")
@@ -81,7 +70,7 @@ def test_another_groups_or_owners_artifact_reads_like_none(team, stranger):
     foreign = document(
         stranger_group, agent=Agent.objects.get(owner=stranger, handle="spy"), title="Secret"
     )
-    ctx = ctx_of(group, agents["advisor"])
+    ctx = in_group(group, agents["advisor"])
     for artifact in (theirs, foreign):
         out = run_tool(ctx, "file.read", {"artifact": artifact.pk})
         assert out.is_error and out.code == "ARTIFACT_NOT_FOUND"
@@ -101,7 +90,7 @@ def test_another_groups_or_owners_artifact_reads_like_none(team, stranger):
 def test_bad_reads_are_named(team):
     group, _, agents = team
     picture = document(group, agent=agents["ledger"], title="Photo", mime_type="image/png")
-    ctx = ctx_of(group, agents["advisor"])
+    ctx = in_group(group, agents["advisor"])
     assert run_tool(ctx, "file.read", {"artifact": picture.pk}).code == "NOT_TEXT"
     for args in ({}, {"artifact": "12"}, {"artifact": 0}, {"artifact": 1, "offset": -1}):
         assert run_tool(ctx, "file.read", args).code == "INVALID_TOOL_ARGUMENTS"
