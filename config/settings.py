@@ -183,12 +183,22 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # GARDEN_PROVIDER_RETRY_*, bounds those). GARDEN_MODEL_CALL_TIMEOUT caps every account's
 # timeout; httpx applies it per phase (connect, send, wait for the reply), so one call can
 # take up to ~3x it. Each limit derives from the one before unless set explicitly:
-#   call timeout < soft limit (4x) < hard limit (+60 s) < lock TTL (+30 s) < sweep-after (+30 s)
+#   call timeout < soft limit (4x + the continue window) < hard limit (+60 s) < lock TTL (+30 s) < sweep-after (+30 s)
 # The threads pool does not enforce Celery time limits at all; then the call timeout is what
 # ends a step, and the lock TTL still outlives it.
 GARDEN_MODEL_CALL_TIMEOUT = env.float("GARDEN_MODEL_CALL_TIMEOUT", default=60.0)
+# A delivery that completes a step of a request may run the request's next step itself,
+# holding the group's lock (extended), instead of sending it to the broker: at most
+# GARDEN_STEPS_PER_DELIVERY steps, and it starts another only while it has run for less than
+# GARDEN_STEP_CONTINUE_SECONDS (so a delivery lasts at most that plus one step, within the soft
+# limit below). 1 turns it off: every step its own delivery.
+GARDEN_STEPS_PER_DELIVERY = env.int("GARDEN_STEPS_PER_DELIVERY", default=24)
+GARDEN_STEP_CONTINUE_SECONDS = env.float(
+    "GARDEN_STEP_CONTINUE_SECONDS", default=GARDEN_MODEL_CALL_TIMEOUT
+)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int(
-    "GARDEN_TASK_SOFT_TIME_LIMIT", default=int(4 * GARDEN_MODEL_CALL_TIMEOUT)
+    "GARDEN_TASK_SOFT_TIME_LIMIT",
+    default=int(4 * GARDEN_MODEL_CALL_TIMEOUT + GARDEN_STEP_CONTINUE_SECONDS),
 )
 CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=CELERY_TASK_SOFT_TIME_LIMIT + 60)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -13,7 +13,12 @@ class GardenConfig(AppConfig):
     verbose_name = "garden"
 
     def ready(self) -> None:
-        from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
+        from celery.signals import (
+            worker_process_shutdown,
+            worker_ready,
+            worker_shutdown,
+            worker_shutting_down,
+        )
 
         from . import checks, heartbeat, metrics_dir, metrics_exposition, signals  # noqa: F401
         from .event_schema import register_event_type
@@ -27,6 +32,9 @@ class GardenConfig(AppConfig):
         worker_ready.connect(heartbeat.on_worker_ready, weak=False, dispatch_uid="garden_beat")
         worker_shutdown.connect(
             heartbeat.on_worker_shutdown, weak=False, dispatch_uid="garden_beat_stop"
+        )
+        worker_shutting_down.connect(
+            heartbeat.on_worker_shutting_down, weak=False, dispatch_uid="garden_shutting_down"
         )
         # A worker with GARDEN_METRICS_PORT serves its host's samples; a prefork child that
         # stops takes its live gauges out of the sum (garden/metrics_exposition.py,

@@ -7,6 +7,10 @@ delivered then too, in order — once the step's lock is released, so the task a
 never finds the lock still held. Outside a block both happen at once, after commit, as
 before. Events rolled back never reach the collector (they are handed over on commit).
 
+A block may also hold one *continuation*: the send that would carry its work on (a group
+step's next step). The block that installed the collector may take it and do that work itself
+(``take_continuation``); a continuation not taken is delivered when the block ends, as a send.
+
 ``garden.events`` and ``garden.scheduling`` hand their after-commit work here; nothing else
 needs to know whether it runs inside a step.
 """
@@ -16,19 +20,35 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 Push = Callable[[str, dict[str, Any]], None]
 
 
+@dataclass(frozen=True)
+class Continuation:
+    """Work a block may carry on itself: ``key`` says what it is (to the block that installed
+    the collector), ``deliver`` sends it instead."""
+
+    key: tuple[Any, ...]
+    deliver: Callable[[], None]
+
+
 class Effects:
     """The events and sends one block deferred, released together when it ends."""
 
-    __slots__ = ("events", "sends")
+    __slots__ = ("continuation", "events", "sends")
 
     def __init__(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.sends: list[Callable[[], None]] = []
+        self.continuation: Continuation | None = None
+
+    def take_continuation(self) -> Continuation | None:
+        """The continuation the block holds, now the taker's to run or to ``send_later``."""
+        taken, self.continuation = self.continuation, None
+        return taken
 
     def push_events(self, push: Push) -> None:
         """Push the events kept so far, batched by channel in the order they came."""
@@ -45,6 +65,8 @@ class Effects:
     def release(self, push: Push) -> None:
         """Push the events, then deliver the sends in order (each once)."""
         self.push_events(push)
+        if self.continuation is not None:
+            self.sends.append(self.take_continuation().deliver)
         sends, self.sends = self.sends, []
         for deliver in sends:
             deliver()

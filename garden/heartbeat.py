@@ -101,3 +101,18 @@ def on_worker_shutdown(sender: Any = None, **_: Any) -> None:
     hostname = getattr(sender, "hostname", None)
     if hostname:
         stop(hostname=hostname)
+
+
+# Set when this process's worker begins a warm shutdown: a delivery that could carry its work
+# on in place (a request's next step) hands it to the broker instead, so it ends promptly.
+_shutting_down = threading.Event()
+
+
+def on_worker_shutting_down(sender: Any = None, **_: Any) -> None:
+    """celery's worker_shutting_down (the shutdown has begun)."""
+    _shutting_down.set()
+
+
+def shutting_down() -> bool:
+    """Whether this process's worker has begun to shut down."""
+    return _shutting_down.is_set()

@@ -39,6 +39,23 @@ def send_after_commit(deliver: Callable[[], None]) -> None:
     transaction.on_commit(on_commit)
 
 
+def continue_after_commit(key: tuple[Any, ...], deliver: Callable[[], None]) -> None:
+    """As ``send_after_commit``, but inside a unit of work ``deliver`` is kept as the block's
+    continuation (``garden.effects.Continuation``, named by ``key``): the block may carry the
+    work on itself instead of sending it, and sends it when it ends if it does not."""
+
+    def on_commit() -> None:
+        collecting = effects.current()
+        if collecting is None:
+            deliver()
+            return
+        if collecting.continuation is not None:
+            collecting.sends.append(collecting.continuation.deliver)
+        collecting.continuation = effects.Continuation(key=key, deliver=deliver)
+
+    transaction.on_commit(on_commit)
+
+
 def send_on_commit(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
     """``send`` task ``name`` once the caller's transaction commits (see send_after_commit)."""
     send_after_commit(lambda: send(name, countdown=countdown, **kwargs))

@@ -39,6 +39,23 @@ end
 return 0
 """
 
+# The same, after giving a lock held under a token (KEYS[2], ARGV[6]) a whole TTL again
+# (ARGV[7] ms); -1 when that lock is no longer the holder's (nothing taken or extended).
+_EXTEND_THEN_ACQUIRE = (
+    """
+if redis.call('get', KEYS[2]) ~= ARGV[6] then
+    return -1
+end
+redis.call('pexpire', KEYS[2], ARGV[7])
+"""
+    + _ACQUIRE
+)
+
+
+class LockLost(Exception):
+    """The lock a slot was to be taken under is no longer its holder's."""
+
+
 _local: dict[tuple[str, int], dict[str, float]] = {}
 _local_lock = threading.Lock()
 
@@ -55,17 +72,30 @@ def _limit(kind: str) -> int:
     return settings.GARDEN_MAX_CALLS_IN_FLIGHT_PER_OWNER
 
 
-def slot_acquire(*, owner_id: int, kind: str = CALLS) -> str | None:
+def slot_acquire(
+    *, owner_id: int, kind: str = CALLS, extending: tuple[str, str] | None = None
+) -> str | None:
     """A slot token for one model call (or, with ``kind=TOOLS``, one reply's tool run; with
-    ``kind=WEBHOOKS``, one webhook try) of ``owner_id``, or None when all are in use."""
+    ``kind=WEBHOOKS``, one webhook try) of ``owner_id``, or None when all are in use.
+
+    ``extending`` (a Redis key and the token it holds) is a lock of the caller's, given a
+    whole TTL again in the same round trip before the slot is looked for; LockLost (nothing
+    taken) when it no longer holds that token."""
     limit = _limit(kind)
     ttl = float(settings.GARDEN_LOCK_TTL_SECONDS)
     token = secrets.token_hex(8)
     now = time.time()
     if settings.REDIS_URL:
-        taken = redis_client().eval(
-            _ACQUIRE, 1, _key(kind, owner_id), now, limit, now + ttl, token, int(ttl * 1000)
-        )
+        args = [now, limit, now + ttl, token, int(ttl * 1000)]
+        if extending is None:
+            taken = redis_client().eval(_ACQUIRE, 1, _key(kind, owner_id), *args)
+        else:
+            lock, held = extending
+            taken = redis_client().eval(
+                _EXTEND_THEN_ACQUIRE, 2, _key(kind, owner_id), lock, *args, held, int(ttl * 1000)
+            )
+            if taken == -1:
+                raise LockLost(lock)
         return token if taken else None
     with _local_lock:
         held = {t: exp for t, exp in _local.get((kind, owner_id), {}).items() if exp > now}
@@ -106,9 +136,12 @@ class HeldSlot:
         self.release()
 
 
-def slot_hold(*, owner_id: int, kind: str = CALLS) -> HeldSlot | None:
-    """One of the owner's slots of ``kind``, held until released; None when all are taken."""
-    token = slot_acquire(owner_id=owner_id, kind=kind)
+def slot_hold(
+    *, owner_id: int, kind: str = CALLS, extending: tuple[str, str] | None = None
+) -> HeldSlot | None:
+    """One of the owner's slots of ``kind``, held until released; None when all are taken.
+    ``extending``: as for ``slot_acquire`` (may raise LockLost)."""
+    token = slot_acquire(owner_id=owner_id, kind=kind, extending=extending)
     if token is None:
         return None
     metrics.slot_taken(_label(kind))

@@ -20,8 +20,9 @@ from typing import Protocol
 
 from django.conf import settings
 
-from garden import metrics, telemetry
+from garden import metrics
 from garden.redis_conn import redis_client
+from garden.slots import HeldSlot, LockLost, slot_hold
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,14 @@ return 0
 """
 
 
+_EXTEND = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
 def lock_key(group_id: int) -> str:
     return f"garden:group-lock:{group_id}"
 
@@ -47,6 +56,9 @@ class LockBackend(Protocol):
 
     def acquire(self, group_id: int, ttl_seconds: float) -> str:
         """Take the group's lock and return its token; raise LockContended if held."""
+
+    def extend(self, group_id: int, token: str, ttl_seconds: float) -> bool:
+        """Give the held lock a whole TTL again from now; False when it is no longer ours."""
 
     def release(self, group_id: int, token: str) -> None:
         """Give the lock back; may raise (the caller logs and suppresses)."""
@@ -64,6 +76,12 @@ class RedisLockBackend:
             metrics.lock_contended(self.name)
             raise LockContended(key)
         return token
+
+    def extend(self, group_id: int, token: str, ttl_seconds: float) -> bool:
+        # Compare-and-expire: never lengthen a lock another worker took after ours expired.
+        return bool(
+            self.client.eval(_EXTEND, 1, lock_key(group_id), token, int(ttl_seconds * 1000))
+        )
 
     def release(self, group_id: int, token: str) -> None:
         # Compare-and-delete: never remove a lock that expired and was taken by another worker.
@@ -88,6 +106,10 @@ class FileLockBackend:
             raise LockContended(f"group {group_id}") from exc
         return f"flock:{fd}"
 
+    def extend(self, group_id: int, token: str, ttl_seconds: float) -> bool:
+        # An flock lasts while its descriptor is open: held until released, it never lapses.
+        return True
+
     def release(self, group_id: int, token: str) -> None:
         # Closing the descriptor drops the flock.
         os.close(int(token.removeprefix("flock:")))
@@ -101,12 +123,24 @@ def lock_backend() -> LockBackend:
     return FileLockBackend(settings.VAR_DIR / "locks")
 
 
+def group_lock_keep_with_slot(group_id: int, token: str, *, owner_id: int) -> HeldSlot | None:
+    """For a delivery that goes on to its request's next step: the group's lock, held under
+    ``token``, given a whole TTL again, and one of ``owner_id``'s call slots taken — one Redis
+    round trip for both. None: the lock is kept but every slot is in use. Raises LockLost
+    (nothing taken) when the lock lapsed or passed to another worker."""
+    backend = lock_backend()
+    if isinstance(backend, RedisLockBackend):
+        return slot_hold(owner_id=owner_id, extending=(lock_key(group_id), token))
+    if not backend.extend(group_id, token, settings.GARDEN_LOCK_TTL_SECONDS):
+        raise LockLost(f"group {group_id}")
+    return slot_hold(owner_id=owner_id)
+
+
 @contextmanager
 def group_lock(group_id: int, *, ttl_seconds: int | None = None) -> Iterator[str]:
     """Hold the group's lock for the block; raise LockContended if someone else has it."""
     backend = lock_backend()
     token = backend.acquire(group_id, ttl_seconds or settings.GARDEN_LOCK_TTL_SECONDS)
-    telemetry.event("garden.lock.acquired", {"garden.group.id": group_id})
     try:
         yield token
     finally:

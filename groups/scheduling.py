@@ -5,9 +5,9 @@ below the tasks imports them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from garden.scheduling import send, send_after_commit, send_on_commit
+from garden.scheduling import continue_after_commit, send, send_after_commit, send_on_commit
 
 ADVANCE_REQUEST = "groups.advance_request"
 START_NEXT_REQUEST = "groups.start_next_request"
@@ -56,6 +56,24 @@ def enqueue_step(
 def enqueue_step_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
     """``enqueue_step`` once the transaction commits (and a step's lock is released)."""
     send_after_commit(lambda: enqueue_step(request_id, fence, **kwargs))
+
+
+def next_step_on_commit(request_id: int, fence: int, *, group_id: int) -> None:
+    """The next step of ``request_id`` at ``fence``, once the transaction commits: the step's
+    continuation (``NextStep``), which the delivery holding the group's lock may run itself
+    (groups/loop/step.py), else sent when the step ends."""
+    continue_after_commit(
+        NextStep(request_id, fence, group_id),
+        lambda: enqueue_step(request_id, fence, group_id=group_id),
+    )
+
+
+class NextStep(NamedTuple):
+    """What a step's continuation carries on: the request, at the fence its last step completed."""
+
+    request_id: int
+    fence: int
+    group_id: int
 
 
 def start_next_on_commit(group_id: int) -> None:

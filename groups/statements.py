@@ -5,6 +5,7 @@ place that chooses; tests/groups/test_statements.py runs both paths against the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -121,6 +122,27 @@ def claim_fence_pg(*, request_id: int, fence: int, group_id: int) -> Claim | Non
     """PostgreSQL: the claim and the step's first read in one statement (autocommit: the row
     lock lasts the statement), with the roster's stamp and the thread's last seq. Every
     concrete column of both rows comes back, so a field added to either is carried."""
+    sql, split = _claim_shape()
+    steppable = list(GroupRequest.STEPPABLE_STATES)
+    params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
+    params += [fence, fence + 1, fence + 1, GroupRequest.WAITING_FOR_TOOL_SLOT, tool_wait_cutoff()]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return Claim(
+        request=_from_row(GroupRequest, row[:split]),
+        group=_from_row(Group, row[split:-2]),
+        roster_stamp=row[-2] or "",
+        thread_last_seq=row[-1] or 0,
+    )
+
+
+@functools.cache
+def _claim_shape() -> tuple[str, int]:
+    """The claim's statement and how many of its columns are the request's, built once per
+    process."""
     request_columns = [f.column for f in GroupRequest._meta.concrete_fields]
     group_columns = [f.column for f in Group._meta.concrete_fields]
     sql = (
@@ -134,21 +156,7 @@ def claim_fence_pg(*, request_id: int, fence: int, group_id: int) -> Claim | Non
         f"({_ROSTER_STAMP}), ({_THREAD_LAST_SEQ}) "
         f'FROM claimed JOIN {_q(Group._meta.db_table)} g ON g."id" = claimed."group_id"'
     )
-    steppable = list(GroupRequest.STEPPABLE_STATES)
-    params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
-    params += [fence, fence + 1, fence + 1, GroupRequest.WAITING_FOR_TOOL_SLOT, tool_wait_cutoff()]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    split = len(request_columns)
-    return Claim(
-        request=_from_row(GroupRequest, row[:split]),
-        group=_from_row(Group, row[split:-2]),
-        roster_stamp=row[-2] or "",
-        thread_last_seq=row[-1] or 0,
-    )
+    return sql, len(request_columns)
 
 
 # The roster's stamp: each row's id and xmin (the transaction that wrote its current version,
@@ -235,34 +243,20 @@ def reserve_orm(
         )
 
 
-def reserve_pg(
-    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
-) -> CallReservation | None:
-    """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement (a
-    data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
-    The INSERT sees one row from the UPDATE or none, so no row is written when it matched
-    none. The owner is read from the request's group in the same statement."""
-    counter, limit, state = BUDGET_COUNTERS[purpose]
-    where, params = [f"{_q(counter)} < %s", '"id" = %s'], [limit, request_id]
-    sets, set_params = [f"{_q(counter)} = {_q(counter)} + 1"], []
+@functools.cache
+def _reserve_shape(purpose: str, fenced: bool) -> tuple[str, list]:
+    """The reservation's statement for ``purpose`` (``fenced``: a step's, at a fence) and the
+    fields whose values are its parameters, built once per process."""
+    counter, _, state = BUDGET_COUNTERS[purpose]
+    where = [f"{_q(counter)} < %s", '"id" = %s']
+    sets = [f"{_q(counter)} = {_q(counter)} + 1"]
     if state is not None:
         where.append('"state" = %s')
-        params.append(state)
-    if fence is not None:
+    if fenced:
         where.append('"fence" = %s')
-        params.append(fence)
         sets.append('"working_agent_id" = %s, "working_since" = %s, "working_fence" = %s')
-        set_params += [agent_id, at, fence]
-    row = CallReservation(
-        purpose=purpose,
-        agent_id=agent_id,
-        fence=fence or 0,
-        attempt=attempt,
-        status=CallReservation.Status.RESERVED,
-        created_at=at,
-    )
     fields = [CallReservation._meta.get_field(name) for name in RESERVATION_INSERTED]
-    # The request and the owner come from the UPDATE and the group; the rest from ``row``.
+    # The request and the owner come from the UPDATE and the group; the rest from the row.
     values = [f for f in fields if f.name not in _SOURCES]
     sql = (
         f"WITH counted AS (UPDATE {_q(GroupRequest._meta.db_table)} SET {', '.join(sets)} "
@@ -273,6 +267,33 @@ def reserve_pg(
         f'FROM counted JOIN {_q(Group._meta.db_table)} g ON g."id" = counted."group_id" '
         f'RETURNING "id", "request_id", "owner_id"'
     )
+    return sql, values
+
+
+def reserve_pg(
+    *, request_id: int, purpose: str, agent_id: int, fence: int | None, attempt: int, at: datetime
+) -> CallReservation | None:
+    """PostgreSQL: the same conditional UPDATE and the audit row's INSERT as one statement (a
+    data-modifying CTE), atomic on its own: one round trip where the transaction takes four.
+    The INSERT sees one row from the UPDATE or none, so no row is written when it matched
+    none. The owner is read from the request's group in the same statement."""
+    _, limit, state = BUDGET_COUNTERS[purpose]
+    params: list[Any] = [limit, request_id]
+    set_params: list[Any] = []
+    if state is not None:
+        params.append(state)
+    if fence is not None:
+        params.append(fence)
+        set_params += [agent_id, at, fence]
+    row = CallReservation(
+        purpose=purpose,
+        agent_id=agent_id,
+        fence=fence or 0,
+        attempt=attempt,
+        status=CallReservation.Status.RESERVED,
+        created_at=at,
+    )
+    sql, values = _reserve_shape(purpose, fence is not None)
     row_params = [f.get_db_prep_save(getattr(row, f.attname), connection) for f in values]
     with connection.cursor() as cursor:
         cursor.execute(sql, [*set_params, *params, *row_params])
@@ -338,15 +359,12 @@ def consume_and_count_orm(
     )
 
 
-def consume_and_count_pg(
-    request_id: int, fields: tuple[str, ...], *, consume: int, call: PricedCall | None = None
-) -> tuple | None:
-    """PostgreSQL: the same in one statement, lock and count together. The row is locked by
-    the UPDATE that counts the call when there is anything to count (it returns the row as it
-    then is), else by FOR NO KEY UPDATE."""
+@functools.cache
+def _consume_shape(fields: tuple[str, ...], recorded: tuple[str, ...], counts: bool) -> str:
+    """The re-check's statement for these ``fields``, ``recorded`` call fields and whether it
+    counts a call, built once per process."""
     requests = _q(GroupRequest._meta.db_table)
     columns = ", ".join(_q(GroupRequest._meta.get_field(f).column) for f in fields)
-    counts = _counts(call)
     read = (
         f'UPDATE {requests} SET "input_tokens" = "input_tokens" + %s, '
         f'"output_tokens" = "output_tokens" + %s, "cost" = "cost" + %s, '
@@ -354,15 +372,25 @@ def consume_and_count_pg(
         if counts
         else f'SELECT {columns} FROM {requests} WHERE "id" = %s FOR NO KEY UPDATE'
     )
-    recorded = call.recorded() if call is not None else {}
     recorded_sql = "".join(
         f", {_q(CallReservation._meta.get_field(name).column)} = %s" for name in recorded
     )
-    sql = (
+    return (
         f"WITH consumed AS (UPDATE {_q(CallReservation._meta.db_table)} SET "
         f'"status" = %s, "reason" = %s, "finished_at" = %s{recorded_sql} '
         f'WHERE "id" = %s AND "status" = %s) {read}'
     )
+
+
+def consume_and_count_pg(
+    request_id: int, fields: tuple[str, ...], *, consume: int, call: PricedCall | None = None
+) -> tuple | None:
+    """PostgreSQL: the same in one statement, lock and count together. The row is locked by
+    the UPDATE that counts the call when there is anything to count (it returns the row as it
+    then is), else by FOR NO KEY UPDATE."""
+    counts = _counts(call)
+    recorded = call.recorded() if call is not None else {}
+    sql = _consume_shape(fields, tuple(recorded), counts)
     params: list[Any] = [CallReservation.Status.CONSUMED, "", timezone.now()]
     params += list(recorded.values())
     params += [consume, CallReservation.Status.RESERVED]

@@ -51,21 +51,19 @@ def advance_request(
     waits: int = 0,
     tools: bool = False,
 ) -> str:
-    """One step of a request: at most one model call. Duplicate or stale deliveries no-op."""
-    with (
-        telemetry.sent_from(self.request.get(telemetry.TASK_HEADER)),
-        metrics.step_timed() as ended,
-    ):
-        return ended(
-            step(
-                request_id=request_id,
-                fence=fence,
-                attempt=attempt,
-                first_at=first_at,
-                group_id=group_id,
-                waits=waits,
-                tools=tools,
-            )
+    """One step of a request (at most one model call), and the request's next steps in place
+    while this delivery holds its room (GARDEN_STEPS_PER_DELIVERY). Duplicate or stale
+    deliveries no-op."""
+    with telemetry.sent_from(self.request.get(telemetry.TASK_HEADER)):
+        return step(
+            request_id=request_id,
+            fence=fence,
+            attempt=attempt,
+            first_at=first_at,
+            group_id=group_id,
+            waits=waits,
+            tools=tools,
+            steps=settings.GARDEN_STEPS_PER_DELIVERY,
         )
 
 

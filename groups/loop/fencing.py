@@ -126,7 +126,7 @@ class StepWriter:
         self.flush(also=RowUpdate.of(request, fields))
         events.send_event_on_commit(channel=room.channel, event=request_event(request))
         if request.state in GroupRequest.STEPPABLE_STATES:
-            scheduling.enqueue_step_on_commit(request.pk, room.fence, group_id=room.group.pk)
+            scheduling.next_step_on_commit(request.pk, room.fence, group_id=room.group.pk)
 
     def save(self, *fields: str) -> None:
         """Save these fields of the request row (and ``updated_at``), after this step's turns."""

@@ -13,19 +13,20 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
-from garden import events, metrics, telemetry
+from garden import events, heartbeat, metrics, telemetry
 from garden.budgets import budget_check, budget_spend
 from garden.models import Agent
 from garden.providers import ChatReply, ChatRequest, ProviderError
-from garden.slots import HeldSlot, slot_hold
+from garden.slots import HeldSlot, LockLost, slot_hold
 from groups import budget
 from groups.domain.bounding import RoomTooLarge
 from groups.domain.outcomes import StepOutcome
 from groups.domain.routing import Contribution
 from groups.faults import fault_point
-from groups.group_lock import LockContended, group_lock
+from groups.group_lock import group_lock, group_lock_keep_with_slot
 from groups.loop.asks import begin_synthesis, skip_member
 from groups.loop.claim import claim_room
 from groups.loop.drafts import Draft
@@ -44,31 +45,29 @@ log = logging.getLogger(__name__)
 
 def _traced(step: Callable[..., StepOutcome]) -> Callable[..., StepOutcome]:
     """``step`` with, when traces are on, a ``garden.step`` span of the request's one trace,
-    whichever process sent it (garden/telemetry.py)."""
+    whichever process sent it (garden/telemetry.py), and its time in the step metrics."""
 
     @functools.wraps(step)
     def traced(**kwargs: Any) -> StepOutcome:
         request_id = kwargs["request_id"]
-        with telemetry.step_span(
-            request_id=request_id,
-            fence=kwargs["fence"],
-            group_id=kwargs.get("group_id"),
-            attempt=kwargs.get("attempt", 1),
-            tools=kwargs.get("tools", False),
-            trace_context=lambda: _trace_of(request_id),
-        ) as span:
-            try:
-                outcome = step(**kwargs)
-            except LockContended:
-                span.outcome("lock_contended")
-                raise
+        with (
+            metrics.step_timed() as ended,
+            telemetry.step_span(
+                request_id=request_id,
+                fence=kwargs["fence"],
+                group_id=kwargs.get("group_id"),
+                attempt=kwargs.get("attempt", 1),
+                tools=kwargs.get("tools", False),
+                trace_context=lambda: _trace_of(request_id),
+            ) as span,
+        ):
+            outcome = step(**kwargs)
             span.outcome(outcome)
-            return outcome
+            return ended(outcome)
 
     return traced
 
 
-@_traced
 def advance_request(
     *,
     request_id: int,
@@ -78,15 +77,27 @@ def advance_request(
     group_id: int | None = None,
     waits: int = 0,
     tools: bool = False,
+    steps: int = 1,
 ) -> StepOutcome:
-    """Run one step of ``request_id`` expected at ``fence``. Returns what happened, for logs.
+    """Run the step of ``request_id`` expected at ``fence`` — and, with ``steps`` > 1, the
+    request's next steps after it in place, up to ``steps`` in all. Returns what the last
+    one did, for logs.
 
     ``group_id`` (the request's group, which never changes) saves a lookup; steps enqueued
     by the loop carry it. Raises LockContended when another worker holds the group's lock
     (the task retries). The owner's call slot is taken before anything is claimed or
     projected: a step that finds none comes back later, having written nothing
-    (``groups.loop.waits.wait_for_call_slot``; ``waits`` counts its earlier looks). ``tools`` continues the
-    step that claimed ``fence`` and waits for a tool slot (groups/loop/tool_calls.py resume_tools).
+    (``groups.loop.waits.wait_for_call_slot``; ``waits`` counts its earlier looks). ``tools``
+    continues the step that claimed ``fence`` and waits for a tool slot
+    (groups/loop/tool_calls.py resume_tools).
+
+    Going on in place: a step that completes leaves its request's next step as the
+    delivery's continuation (``scheduling.next_step_on_commit``). While this delivery may
+    (``steps``, GARDEN_STEP_CONTINUE_SECONDS, no worker shutdown) and the group's lock is
+    still its own (extended to a whole TTL again), it runs that step itself, holding the lock
+    throughout: no broker hop, no lock taken again. Otherwise it sends it, once the lock is
+    released. Every step claims its own fence, so the continuation is exactly the step the
+    broker would have delivered.
     """
     if group_id is None:
         group_id = (
@@ -102,30 +113,94 @@ def advance_request(
     # crash between the two is what the sweeper recovers, by fence.
     with events.deferred() as effects:
         try:
-            with group_lock(group_id):
-                try:
-                    if tools:
-                        return resume_tools(
-                            request_id=request_id, fence=fence, group_id=group_id, waits=waits
-                        )
-                    slot = slot_hold(owner_id=owner_id)
-                    if slot is None:
-                        return wait_for_call_slot(
-                            request_id, fence, group_id, attempt=attempt, waits=waits
-                        )
-                    with slot:
-                        room = claim_room(request_id, fence, group_id)
-                        if room is None:
-                            metrics.fence_refused("claim")
-                            return StepOutcome.STALE
-                        return _step(
-                            room, slot=slot, attempt=attempt, first_at=first_at or time.time()
-                        )
-                except StaleStep:
-                    return StepOutcome.STALE
+            with group_lock(group_id) as token:
+                outcome = _locked_step(
+                    request_id=request_id,
+                    fence=fence,
+                    group_id=group_id,
+                    owner_id=owner_id,
+                    attempt=attempt,
+                    first_at=first_at,
+                    waits=waits,
+                    tools=tools,
+                )
+                began, ran = time.monotonic(), 1
+                while ran < steps:
+                    following = effects.continuation
+                    if following is None or following.key[:1] != (request_id,):
+                        break
+                    if not _may_go_on(began):
+                        break
+                    try:
+                        slot = group_lock_keep_with_slot(group_id, token, owner_id=owner_id)
+                    except LockLost:
+                        break
+                    effects.take_continuation()
+                    # This step's events reach the room now, not when the delivery ends.
+                    events.push_deferred(effects)
+                    fault_point("after_write")
+                    ran += 1
+                    outcome = _locked_step(
+                        request_id=request_id,
+                        fence=following.key[1],
+                        group_id=group_id,
+                        owner_id=owner_id,
+                        attempt=1,
+                        first_at=None,
+                        waits=0,
+                        tools=False,
+                        lock="extended",
+                        slot=slot,
+                    )
+                return outcome
         finally:
             events.push_deferred(effects)
             fault_point("after_write")
+
+
+def _may_go_on(began: float) -> bool:
+    """Whether a delivery that began at ``began`` may start another step in place: within its
+    window (so it ends within the task's soft limit and leaves the thread to other groups'
+    steps) and while its worker is not shutting down."""
+    return (
+        time.monotonic() - began < settings.GARDEN_STEP_CONTINUE_SECONDS
+        and not heartbeat.shutting_down()
+    )
+
+
+@_traced
+def _locked_step(
+    *,
+    request_id: int,
+    fence: int,
+    group_id: int,
+    owner_id: int,
+    attempt: int,
+    first_at: float | None,
+    waits: int,
+    tools: bool,
+    lock: str = "acquired",
+    slot: HeldSlot | bool | None = False,
+) -> StepOutcome:
+    """One step, the group's lock held by the caller (``lock``: taken for it, or "extended"
+    into it from the step before, which also looked for its call ``slot``: False when not
+    looked for yet)."""
+    telemetry.event(f"garden.lock.{lock}", {"garden.group.id": group_id})
+    try:
+        if tools:
+            return resume_tools(request_id=request_id, fence=fence, group_id=group_id, waits=waits)
+        if slot is False:
+            slot = slot_hold(owner_id=owner_id)
+        if slot is None:
+            return wait_for_call_slot(request_id, fence, group_id, attempt=attempt, waits=waits)
+        with slot:
+            room = claim_room(request_id, fence, group_id)
+            if room is None:
+                metrics.fence_refused("claim")
+                return StepOutcome.STALE
+            return _step(room, slot=slot, attempt=attempt, first_at=first_at or time.time())
+    except StaleStep:
+        return StepOutcome.STALE
 
 
 # Each group's owner (which never changes), by group id: the slot is taken before the claim
