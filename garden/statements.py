@@ -171,6 +171,41 @@ def insert_turns_pg(
     feeding the INSERT): the seq UPDATE's row lock is held to commit, as with two statements.
     Each cell is cast to its column's type, except that text stays unbounded, so the INSERT
     (not a cast, which would cut it silently) refuses a value too long."""
+    head, head_params = "", []
+    if also is not None:
+        also_sql, head_params = _row_update_sql(also)
+        head = f"also AS ({also_sql}), "
+    turns = turns_insert_ctes(conversation_id=conversation_id, messages=messages, stored=stored)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'WITH {head}{turns.sql} SELECT "id", "seq" FROM turns',
+            [*head_params, *turns.params],
+        )
+        written = cursor.fetchall()
+    if not written:
+        raise Conversation.DoesNotExist(f"conversation {conversation_id}")
+    turns_written(messages, written)
+
+
+@dataclass(frozen=True)
+class TurnsInsert:
+    """The PostgreSQL that takes turns' seqs and inserts them, as two CTEs — ``taken`` (the
+    conversation's UPDATE) and ``turns`` (the INSERT, returning each turn's id and seq) — for
+    a statement built around them, with their parameters in order."""
+
+    sql: str
+    params: list[Any]
+
+
+def turns_insert_ctes(
+    *, conversation_id: int, messages: list[Message], stored: int, only_after: str = ""
+) -> TurnsInsert:
+    """The CTEs that write unsaved ``messages`` under the conversation's next consecutive
+    seqs, adding ``stored`` bytes to its count: the one shape of the turn insert, which
+    ``insert_turns_pg`` and a statement of a caller's (groups/statements.py) run. With
+    ``only_after``, the name of a CTE of that statement, nothing is written unless it returns a
+    row. Each cell is cast to its column's type, except that text stays unbounded, so the
+    INSERT (not a cast, which would cut it silently) refuses a value too long."""
     fields = [Message._meta.get_field(name) for name in TURN_INSERTED]
     params: list[Any] = []
     for message in messages:
@@ -182,29 +217,28 @@ def insert_turns_pg(
     count = len(messages)
     row_sql, tail = _turns_shape()
     values = ", ".join(row_sql % {"n": n} for n in range(1, count + 1))
-    head, head_params = "", []
-    if also is not None:
-        also_sql, head_params = _row_update_sql(also)
-        head = f"also AS ({also_sql}), "
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH {head}{tail % {'values': values}}",
-            [*head_params, count, stored, conversation_id, count, *params],
-        )
-        written = {seq: pk for pk, seq in cursor.fetchall()}
-    if not written:
-        raise Conversation.DoesNotExist(f"conversation {conversation_id}")
-    first = min(written)
+    guard = f" AND EXISTS (SELECT 1 FROM {_q(only_after)})" if only_after else ""
+    return TurnsInsert(
+        sql=tail % {"values": values, "guard": guard},
+        params=[count, stored, conversation_id, count, *params],
+    )
+
+
+def turns_written(messages: list[Message], written: Sequence[tuple[int, int]]) -> None:
+    """Give ``messages`` the ids and seqs the turn insert returned (``(id, seq)`` rows)."""
+    by_seq = {seq: pk for pk, seq in written}
+    first = min(by_seq)
     for offset, message in enumerate(messages):
         message.seq = first + offset
-        message.pk = written[message.seq]
+        message.pk = by_seq[message.seq]
         message._state.adding, message._state.db = False, connection.alias
 
 
 @functools.cache
 def _turns_shape() -> tuple[str, str]:
-    """One VALUES row of the turn insert (``%(n)s`` its position) and the statement after
-    ``WITH`` (``%(values)s`` the rows), built once per process from ``TURN_INSERTED``."""
+    """One VALUES row of the turn insert (``%(n)s`` its position) and its two CTEs
+    (``%(values)s`` the rows, ``%(guard)s`` a condition on the conversation's UPDATE), built
+    once per process from ``TURN_INSERTED``."""
     fields = [Message._meta.get_field(name) for name in TURN_INSERTED]
     casts = []
     for field in fields:
@@ -213,11 +247,11 @@ def _turns_shape() -> tuple[str, str]:
     cells = ", ".join(f"c{i}" for i in range(len(fields)))
     tail = (
         f'taken AS (UPDATE "{Conversation._meta.db_table}" SET "last_seq" = "last_seq" + %%s, '
-        f'"stored_bytes" = "stored_bytes" + %%s WHERE "id" = %%s RETURNING "last_seq") '
-        f'INSERT INTO "{Message._meta.db_table}" '
+        f'"stored_bytes" = "stored_bytes" + %%s WHERE "id" = %%s%(guard)s RETURNING "last_seq"), '
+        f'turns AS (INSERT INTO "{Message._meta.db_table}" '
         f'({", ".join(_q(f.column) for f in fields)}, "seq") '
         f"SELECT {', '.join(f'v.{c}' for c in cells.split(', '))}, "
         f"taken.last_seq - %%s + v.n FROM taken, (VALUES %(values)s) AS v({cells}, n) "
-        f'RETURNING "id", "seq"'
+        f'RETURNING "id", "seq")'
     )
     return f"({', '.join(casts)}, %(n)s)", tail

@@ -89,6 +89,12 @@ def lock_request_values(
     return statements.consume_and_count(request_id, fields, consume=consume, call=call)
 
 
+def record_step(record: statements.StepRecord) -> statements.Recorded | None:
+    """A step's whole write in steady state (``groups.statements.record_step``): the request
+    row first, then its thread's, as every step takes them."""
+    return statements.record_step(record)
+
+
 def lock_group_and_request(
     group_id: int | None, request_id: int | None
 ) -> tuple[Group | None, GroupRequest | None]:

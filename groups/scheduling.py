@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from garden.scheduling import continue_after_commit, send, send_after_commit, send_on_commit
+from groups.statements import Claim
 
 ADVANCE_REQUEST = "groups.advance_request"
 START_NEXT_REQUEST = "groups.start_next_request"
@@ -58,22 +59,27 @@ def enqueue_step_on_commit(request_id: int, fence: int, **kwargs: Any) -> None:
     send_after_commit(lambda: enqueue_step(request_id, fence, **kwargs))
 
 
-def next_step_on_commit(request_id: int, fence: int, *, group_id: int) -> None:
+def next_step_on_commit(
+    request_id: int, fence: int, *, group_id: int, claim: Claim | None = None
+) -> None:
     """The next step of ``request_id`` at ``fence``, once the transaction commits: the step's
     continuation (``NextStep``), which the delivery holding the group's lock may run itself
-    (groups/loop/step.py), else sent when the step ends."""
+    (groups/loop/step.py), else sent when the step ends. ``claim``: the step's write claimed
+    the next fence already; sent, the step at ``fence`` takes the claim over as a lost one's."""
     continue_after_commit(
-        NextStep(request_id, fence, group_id),
+        NextStep(request_id, fence, group_id, claim),
         lambda: enqueue_step(request_id, fence, group_id=group_id),
     )
 
 
 class NextStep(NamedTuple):
-    """What a step's continuation carries on: the request, at the fence its last step completed."""
+    """What a step's continuation carries on: the request, at the fence its last step
+    completed, and the next fence's claim when that step's write made it."""
 
     request_id: int
     fence: int
     group_id: int
+    claim: Claim | None = None
 
 
 def start_next_on_commit(group_id: int) -> None:

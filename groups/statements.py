@@ -16,8 +16,9 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from garden.models import Agent, Conversation, ModelAccount
+from garden.models import Agent, Conversation, Message, ModelAccount
 from garden.pricing import PricedCall
+from garden.statements import RowUpdate, insert_turns_orm, turns_insert_ctes, turns_written
 from groups.models import (
     MAINTENANCE_CALLS,
     SYNTHESIS_CALLS,
@@ -416,3 +417,181 @@ def _request_counts(call: PricedCall) -> tuple[int, int, Decimal, int]:
         Decimal(0) if unpriced else call.cost,
         int(unpriced),
     )
+
+
+# -- a step's whole write in steady state ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``record_step`` returns: ``fields`` of the request row as the write left them
+    (the call counted) and, when it claimed the next step's fence too, that step's claim (as
+    ``claim_fence`` would have returned it)."""
+
+    values: tuple
+    claim: Claim | None
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A step's whole write, when all it records is turns and its request's row: while the
+    request is steppable at ``fence``, reservation ``consume`` marked consumed (only while it
+    is reserved) with ``call`` recorded on it, ``call``'s tokens and cost added to the
+    request's, ``messages`` (at least one, all of the request's thread, adding ``stored``
+    bytes to it) written under the thread's next seqs, the request row updated by ``update``
+    and, with ``claim_next``, its fence moved on to ``fence + 1``: the claim of the step that
+    follows, which then need not make one. ``fields``: the request's fields to return."""
+
+    request_id: int
+    fence: int
+    update: RowUpdate
+    messages: list[Message]
+    stored: int
+    consume: int | None
+    call: PricedCall | None
+    fields: tuple[str, ...]
+    claim_next: bool
+
+
+def record_step(record: StepRecord) -> Recorded | None:
+    """Write ``record`` (see StepRecord), or refuse (None, nothing written) a moved fence or a
+    request no longer steppable. On PostgreSQL one statement; elsewhere its ORM reference in
+    one transaction."""
+    if not record.messages:
+        raise ValueError("a step's record writes at least one turn")
+    return record_step_pg(record) if _fast() else record_step_orm(record)
+
+
+def record_step_orm(record: StepRecord) -> Recorded | None:
+    """The reference: the re-check under the row lock (``consume_and_count_orm``), then the
+    request's UPDATE, the turns, and the claim's rows read back."""
+    messages, fence = record.messages, record.fence
+    with transaction.atomic():
+        current = consume_and_count_orm(
+            record.request_id,
+            ("fence", "state", *record.fields),
+            consume=record.consume,
+            call=record.call,
+        )
+        if (
+            current is None
+            or current[0] != fence
+            or current[1] not in GroupRequest.STEPPABLE_STATES
+        ):
+            transaction.set_rollback(True)
+            return None
+        meta = GroupRequest._meta
+        changes = {
+            meta.get_field(name).attname: value for name, value in record.update.values.items()
+        }
+        if record.claim_next:
+            changes["fence"] = fence + 1
+        GroupRequest.objects.filter(pk=record.request_id).update(**changes)
+        insert_turns_orm(
+            conversation_id=messages[0].conversation_id, messages=messages, stored=record.stored
+        )
+        claim = None
+        if record.claim_next:
+            request = GroupRequest.objects.select_related("group").get(pk=record.request_id)
+            claim = Claim(
+                request=request,
+                group=request.group,
+                roster_stamp="",
+                thread_last_seq=messages[-1].seq,
+            )
+    return Recorded(values=tuple(current[2:]), claim=claim)
+
+
+def record_step_pg(record: StepRecord) -> Recorded | None:
+    """PostgreSQL: one statement. The request's UPDATE checks the fence and the state, counts
+    the call and takes the row's lock (as FOR NO KEY UPDATE does; a concurrent writer's
+    change is re-checked under it); the reservation's UPDATE and the turns' CTEs write only
+    when it matched; the request and its group come back with the roster's stamp and the
+    thread's last seq."""
+    meta = GroupRequest._meta
+    call, consume = record.call, record.consume
+    recorded = call.recorded() if call is not None else {}
+    sql, split = _record_shape(
+        tuple(record.update.values), tuple(recorded), consume is not None, record.claim_next
+    )
+    turns = turns_insert_ctes(
+        conversation_id=record.messages[0].conversation_id,
+        messages=record.messages,
+        stored=record.stored,
+        only_after="req",
+    )
+    params: list[Any] = [
+        meta.get_field(name).get_db_prep_save(value, connection)
+        for name, value in record.update.values.items()
+    ]
+    params += list(_request_counts(call) if _counts(call) else (0, 0, Decimal(0), 0))
+    params += [record.request_id, record.fence, list(GroupRequest.STEPPABLE_STATES)]
+    if consume is not None:
+        params += [CallReservation.Status.CONSUMED, "", timezone.now()]
+        params += list(recorded.values())
+        params += [consume, CallReservation.Status.RESERVED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql % {"turns": turns.sql}, [*params, *turns.params])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    turns_written(record.messages, row[-1])
+    request = _from_row(GroupRequest, row[:split])
+    claim = None
+    if record.claim_next:
+        claim = Claim(
+            request=request,
+            group=_from_row(Group, row[split:-3]),
+            roster_stamp=row[-3] or "",
+            thread_last_seq=row[-2],
+        )
+    return Recorded(values=tuple(getattr(request, name) for name in record.fields), claim=claim)
+
+
+@functools.cache
+def _record_shape(
+    names: tuple[str, ...],
+    recorded: tuple[str, ...],
+    consumes: bool,
+    claims: bool,
+) -> tuple[str, int]:
+    """The step record's statement (``%(turns)s`` the turns' CTEs) for these updated
+    ``names``, ``recorded`` call fields, a reservation consumed or not and the next fence
+    claimed or not; and how many of its columns are the request's. Built once per shape."""
+    meta = GroupRequest._meta
+    request_columns = [f.column for f in meta.concrete_fields]
+    group_columns = [f.column for f in Group._meta.concrete_fields]
+    sets = [f"{_q(meta.get_field(name).column)} = %s" for name in names]
+    sets += [f"{_q(c)} = {_q(c)} + %s" for c in _COUNTED]
+    if claims:
+        sets.append('"fence" = "fence" + 1')
+    ctes = [
+        f"req AS (UPDATE {_q(meta.db_table)} SET {', '.join(sets)} "
+        f'WHERE "id" = %s AND "fence" = %s AND "state" = ANY(%s) '
+        f"RETURNING {', '.join(_q(c) for c in request_columns)})"
+    ]
+    if consumes:
+        recorded_sql = "".join(
+            f", {_q(CallReservation._meta.get_field(name).column)} = %s" for name in recorded
+        )
+        ctes.append(
+            f"consumed AS (UPDATE {_q(CallReservation._meta.db_table)} SET "
+            f'"status" = %s, "reason" = %s, "finished_at" = %s{recorded_sql} '
+            f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM req))'
+        )
+    claim_columns = ""
+    if claims:
+        claim_columns = f"{', '.join(f'g.{_q(c)}' for c in group_columns)}, ({_ROSTER_STAMP}), "
+    sql = (
+        f"WITH {', '.join(ctes)}, %(turns)s "
+        f"SELECT {', '.join(f'req.{_q(c)}' for c in request_columns)}, {claim_columns}"
+        f'(SELECT "last_seq" FROM taken), '
+        f'(SELECT array_agg(ARRAY["id", "seq"]) FROM turns) '
+        f'FROM req JOIN {_q(Group._meta.db_table)} g ON g."id" = req."group_id"'
+    )
+    # Every other % stays one once the turns are put in (``sql % {"turns": ...}``).
+    return sql.replace("%", "%%").replace("%%(turns)s", "%(turns)s"), len(request_columns)
+
+
+# The request's counters a call adds to, in ``_request_counts``'s order.
+_COUNTED = ("input_tokens", "output_tokens", "cost", "unpriced_calls")

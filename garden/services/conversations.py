@@ -105,7 +105,7 @@ def messages_append(
         statements.insert_turns(
             conversation_id=conversation_id,
             messages=messages,
-            stored=_stored(messages),
+            stored=stored_bytes_of(messages),
             also=also,
         )
         channel = channel or events.conversation_channel(conversation_id)
@@ -114,7 +114,7 @@ def messages_append(
     return messages
 
 
-def _stored(messages: list[Message]) -> int:
+def stored_bytes_of(messages: list[Message]) -> int:
     """The bytes ``messages`` add to their thread's count (garden/storage.py)."""
     return sum(turn_bytes(m.content) for m in messages)
 

@@ -21,10 +21,17 @@ def claim_room(request_id: int, fence: int, group_id: int) -> Room | None:
     claimed = claim(request_id, fence, group_id)
     if claimed is None:
         return None
+    return claimed_room(claimed)
+
+
+def claimed_room(claimed: Claim) -> Room:
+    """The room of the step that made ``claimed`` — by its claim, or by the write of the step
+    before it, which claimed it too (``groups.statements.record_step``)."""
+    request = claimed.request
     room = load_room(
-        request_id,
-        claimed.request.fence,
-        request=claimed.request,
+        request.pk,
+        request.fence,
+        request=request,
         group=claimed.group,
         roster_stamp=claimed.roster_stamp,
     )

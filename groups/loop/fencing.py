@@ -7,15 +7,16 @@ them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django.db import transaction
 
 from garden import events, metrics
 from garden.models import Agent, Message
+from garden.payloads import message_created_event
 from garden.pricing import PricedCall
-from garden.services.conversations import messages_append
+from garden.services.conversations import messages_append, stored_bytes_of
 from garden.statements import RowUpdate, row_update
 from groups import lock_order, scheduling, thread_cache
 from groups.domain.routing import Contribution
@@ -23,6 +24,7 @@ from groups.loop.room import Room
 from groups.models import CallReservation, GroupRequest
 from groups.payloads import request_event
 from groups.services.requests import request_finish
+from groups.statements import Claim, StepRecord
 
 # What others may change on the request row while a step runs (and the token counts and
 # cost a step adds to), read back under the lock.
@@ -47,23 +49,43 @@ class StepWriter:
     one kept past its block refuses (RuntimeError) rather than writing unfenced.
 
     Turns are buffered and written together (one seq UPDATE, one INSERT) before anything that
-    must come after them, or when the block ends."""
+    must come after them, or when the block ends.
 
-    __slots__ = ("_open", "_turns", "room")
+    A writer handed out by ``fenced(..., at_once=True)`` has not re-checked the fence yet: a
+    block that only appends turns and completes the step is written whole at its end, the
+    re-check included (``groups.statements.record_step``: one statement on PostgreSQL); the
+    first use of anything else opens the transaction and re-checks then, as ``fenced`` does."""
 
-    def __init__(self, room: Room) -> None:
+    __slots__ = ("_completion", "_open", "_pending", "_turns", "room")
+
+    def __init__(self, room: Room, pending: _Pending | None = None) -> None:
         self.room = room
         self._turns: list[Message] = []
         self._open = True
+        self._pending = pending
+        self._completion: tuple[list[Contribution], dict[str, Any]] | None = None
 
     @property
     def request(self) -> GroupRequest:
         """The step's request as the fence check read it (counters current)."""
+        self.checked()
         return self.room.request
 
     def _check(self) -> None:
         if not self._open:
             raise RuntimeError("a step's writer was used after its fenced block ended")
+
+    def checked(self) -> None:
+        """Open the transaction and re-check the fence now, if it is still to be done: what
+        writes other than through this writer (an approval, an artifact) calls it first."""
+        self._check()
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.enter()
+            if self._completion is not None:
+                queue, changes = self._completion
+                self._completion = None
+                self.complete(queue, **changes)
 
     def append(
         self,
@@ -95,7 +117,7 @@ class StepWriter:
         """Write the buffered turns, in order, before anything that must come after them
         (``also``: the caller's next row update, in the same statement where the database
         can)."""
-        self._check()
+        self.checked()
         room = self.room
         if self._turns:
             pending, self._turns = self._turns, []
@@ -116,17 +138,75 @@ class StepWriter:
     def complete(self, queue: list[Contribution], **changes: Any) -> None:
         """Finish this step's writes: its turns and the request row (its queue, the completed
         fence and ``changes``), in one statement on PostgreSQL; then enqueue the next step."""
+        self._check()
+        if self._pending is not None:
+            # Written at the block's end with the re-check (``close``).
+            self._completion = (queue, changes)
+            return
+        request = self._completed(queue, changes)
+        self.flush(also=RowUpdate.of(request, self._completed_fields(changes)))
+        self._announce(request)
+
+    def _completed(self, queue: list[Contribution], changes: dict[str, Any]) -> GroupRequest:
         room, request = self.room, self.room.request
         request.queue = [c.to_json() for c in queue]
         request.completed_fence = room.fence
-        fields = ["queue", "completed_fence", "updated_at"]
         for name, value in changes.items():
             setattr(request, name, value)
-            fields.append(name)
-        self.flush(also=RowUpdate.of(request, fields))
+        return request
+
+    @staticmethod
+    def _completed_fields(changes: dict[str, Any]) -> list[str]:
+        return ["queue", "completed_fence", "updated_at", *changes]
+
+    def _announce(self, request: GroupRequest, claim: Claim | None = None) -> None:
+        """The completed request to the room, and its next step as the delivery's
+        continuation (``claim``: the next fence, claimed already by the step's write)."""
+        room = self.room
         events.send_event_on_commit(channel=room.channel, event=request_event(request))
         if request.state in GroupRequest.STEPPABLE_STATES:
-            scheduling.next_step_on_commit(request.pk, room.fence, group_id=room.group.pk)
+            scheduling.next_step_on_commit(
+                request.pk, room.fence, group_id=room.group.pk, claim=claim
+            )
+
+    def close(self) -> None:
+        """The block ended well: a writer that never re-checked writes the step's turns and
+        its completion together with the re-check (StaleStep, nothing written, when the
+        fence moved); any other writes what it still buffers."""
+        pending = self._pending
+        if pending is None or self._completion is None or not self._turns:
+            self.checked()
+            self.flush()
+            return
+        self._pending = None
+        queue, changes = self._completion
+        room = self.room
+        request = self._completed(queue, changes)
+        claim_next = room.goes_on and request.state in GroupRequest.STEPPABLE_STATES
+        turns, self._turns = self._turns, []
+        recorded = lock_order.record_step(
+            StepRecord(
+                request_id=request.pk,
+                fence=room.fence,
+                update=RowUpdate.of(request, self._completed_fields(changes)),
+                messages=turns,
+                stored=stored_bytes_of(turns),
+                consume=pending.consume,
+                call=pending.call,
+                fields=_COUNTERS,
+                claim_next=claim_next,
+            )
+        )
+        if recorded is None:
+            metrics.fence_refused("write")
+            raise StaleStep()
+        for name, value in zip(_COUNTERS, recorded.values, strict=True):
+            setattr(request, name, value)
+        conversation_id = request.conversation_id
+        for message in turns:
+            events.send_event_on_commit(channel=room.channel, event=message_created_event(message))
+        transaction.on_commit(lambda: thread_cache.remember(conversation_id, turns))
+        self._announce(request, recorded.claim)
 
     def save(self, *fields: str) -> None:
         """Save these fields of the request row (and ``updated_at``), after this step's turns."""
@@ -143,9 +223,49 @@ class StepWriter:
             events.send_event_on_commit(channel=self.room.channel, event=request_event(request))
 
 
+class _Pending:
+    """The re-check a writer handed out ``at_once`` has still to make: ``enter`` opens the
+    block's transaction (on ``stack``) and makes it."""
+
+    __slots__ = ("call", "consume", "room", "stack")
+
+    def __init__(
+        self, room: Room, stack: ExitStack, consume: int | None, call: PricedCall | None
+    ) -> None:
+        self.room, self.stack, self.consume, self.call = room, stack, consume, call
+
+    def enter(self) -> None:
+        self.stack.enter_context(transaction.atomic())
+        _recheck(self.room, consume=self.consume, call=self.call)
+
+
+def _recheck(room: Room, *, consume: int | None, call: PricedCall | None) -> None:
+    """Under FOR NO KEY UPDATE on the request row: StaleStep when the fence moved or the
+    request left the states a step may write in; else the room's request takes the counters
+    as they are (``consume`` consumed and ``call`` counted first)."""
+    request = room.request
+    current = lock_order.lock_request_values(
+        request.pk, "fence", "state", *_COUNTERS, consume=consume, call=call
+    )
+    if (
+        current is None
+        or current[0] != room.fence
+        or current[1] not in GroupRequest.STEPPABLE_STATES
+    ):
+        metrics.fence_refused("write")
+        raise StaleStep()
+    request.state = current[1]
+    for name, value in zip(_COUNTERS, current[2:], strict=True):
+        setattr(request, name, value)
+
+
 @contextmanager
 def fenced(
-    room: Room, *, consume: CallReservation | None = None, call: PricedCall | None = None
+    room: Room,
+    *,
+    consume: CallReservation | None = None,
+    call: PricedCall | None = None,
+    at_once: bool = False,
 ) -> Iterator[StepWriter]:
     """A transaction in which this step still owns its request, and the writer for it; raises
     StaleStep (rolling back) when the fence moved or the request left the states a step may
@@ -157,30 +277,20 @@ def fenced(
     ``call`` (provider, model, tokens, cost) on it, and ``call``'s tokens and cost are added to
     the request's, in the statement that locks the row: counted with the reply's turns or, for
     a stale step, not at all.
+
+    ``at_once``: the block writes only when it ends or first needs to (see StepWriter), so a
+    step that only appends and completes is one write.
     """
-    request = room.request
-    with transaction.atomic():
-        current = lock_order.lock_request_values(
-            request.pk,
-            "fence",
-            "state",
-            *_COUNTERS,
-            consume=consume.pk if consume else None,
-            call=call,
-        )
-        if (
-            current is None
-            or current[0] != room.fence
-            or current[1] not in GroupRequest.STEPPABLE_STATES
-        ):
-            metrics.fence_refused("write")
-            raise StaleStep()
-        request.state = current[1]
-        for name, value in zip(_COUNTERS, current[2:], strict=True):
-            setattr(request, name, value)
-        writer = StepWriter(room)
+    with ExitStack() as stack:
+        if at_once:
+            pending = _Pending(room, stack, consume.pk if consume else None, call)
+            writer = StepWriter(room, pending)
+        else:
+            stack.enter_context(transaction.atomic())
+            _recheck(room, consume=consume.pk if consume else None, call=call)
+            writer = StepWriter(room)
         try:
             yield writer
-            writer.flush()
+            writer.close()
         finally:
             writer._open = False

@@ -64,7 +64,19 @@ def record_reply(
         output_tokens=reply.usage.output_tokens,
     )
     metrics.model_cost(provider=call.provider, model=call.model, usd=call.cost)
-    with fenced(room, consume=reservation, call=call) as w:
+    # The steady shapes — a member's answer, the coordinator's asks — write only turns and
+    # the request's row: the whole write, its re-check included, is then one statement.
+    steady = len(reply.text) <= settings.GARDEN_TURN_MAX_CHARS and (
+        (not calls and head is not None)
+        or (
+            calls
+            and is_coordinator
+            and not room.group.is_solo
+            and not waits
+            and all(c.name == "group.ask" for c in calls)
+        )
+    )
+    with fenced(room, consume=reservation, call=call, at_once=bool(steady)) as w:
         content, text = _within_turn_cap(w, speaker, content, reply.text)
         if not calls:
             w.append(

@@ -46,6 +46,9 @@ class Room:
     # The thread's last seq as the claim saw it (PostgreSQL), so the transcript knows whether
     # it holds every turn already.
     thread_last_seq: int | None = None
+    # Whether the delivery running this step may run the request's next one in place: then
+    # the step's last write claims the next fence too (groups/loop/step.py).
+    goes_on: bool = False
 
     @property
     def coordinator(self) -> Agent:

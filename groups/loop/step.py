@@ -28,7 +28,7 @@ from groups.domain.routing import Contribution
 from groups.faults import fault_point
 from groups.group_lock import group_lock, group_lock_keep_with_slot
 from groups.loop.asks import begin_synthesis, skip_member
-from groups.loop.claim import claim_room
+from groups.loop.claim import claim_room, claimed_room
 from groups.loop.drafts import Draft
 from groups.loop.failures import after_failure, end_without_summary
 from groups.loop.fencing import StaleStep, fenced
@@ -38,7 +38,9 @@ from groups.loop.tool_calls import resume_tools, tool_specs
 from groups.loop.waits import stop_waiting, token_budget_spent, wait_for_call_slot
 from groups.models import WORKING_CALLS, CallReservation, Group, GroupRequest
 from groups.payloads import request_event
+from groups.scheduling import NextStep
 from groups.selectors import request_trace_context
+from groups.statements import Claim
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +116,7 @@ def advance_request(
     with events.deferred() as effects:
         try:
             with group_lock(group_id) as token:
+                began = time.monotonic()
                 outcome = _locked_step(
                     request_id=request_id,
                     fence=fence,
@@ -123,8 +126,9 @@ def advance_request(
                     first_at=first_at,
                     waits=waits,
                     tools=tools,
+                    goes_on=steps > 1 and _may_go_on(began),
                 )
-                began, ran = time.monotonic(), 1
+                ran = 1
                 while ran < steps:
                     following = effects.continuation
                     if following is None or following.key[:1] != (request_id,):
@@ -140,9 +144,10 @@ def advance_request(
                     events.push_deferred(effects)
                     fault_point("after_write")
                     ran += 1
+                    following_step: NextStep = following.key
                     outcome = _locked_step(
                         request_id=request_id,
-                        fence=following.key[1],
+                        fence=following_step.fence,
                         group_id=group_id,
                         owner_id=owner_id,
                         attempt=1,
@@ -151,6 +156,8 @@ def advance_request(
                         tools=False,
                         lock="extended",
                         slot=slot,
+                        claimed=following_step.claim,
+                        goes_on=ran < steps and _may_go_on(began),
                     )
                 return outcome
         finally:
@@ -181,10 +188,14 @@ def _locked_step(
     tools: bool,
     lock: str = "acquired",
     slot: HeldSlot | bool | None = False,
+    claimed: Claim | None = None,
+    goes_on: bool = False,
 ) -> StepOutcome:
     """One step, the group's lock held by the caller (``lock``: taken for it, or "extended"
     into it from the step before, which also looked for its call ``slot``: False when not
-    looked for yet)."""
+    looked for yet; ``claimed``: the claim that step's write made of this step's fence).
+    ``goes_on``: the delivery may run the next step in place, so this step's write may claim
+    its fence."""
     telemetry.event(f"garden.lock.{lock}", {"garden.group.id": group_id})
     try:
         if tools:
@@ -194,10 +205,11 @@ def _locked_step(
         if slot is None:
             return wait_for_call_slot(request_id, fence, group_id, attempt=attempt, waits=waits)
         with slot:
-            room = claim_room(request_id, fence, group_id)
+            room = claimed_room(claimed) if claimed else claim_room(request_id, fence, group_id)
             if room is None:
                 metrics.fence_refused("claim")
                 return StepOutcome.STALE
+            room.goes_on = goes_on
             return _step(room, slot=slot, attempt=attempt, first_at=first_at or time.time())
     except StaleStep:
         return StepOutcome.STALE

@@ -248,6 +248,7 @@ def keep_as_artifact(
     QuotaExceeded (STORAGE_FULL), writing nothing, when it would pass the owner's storage.
     The step's turns take the thread's row after this, so the owner's lock cannot be taken
     here: the check is unserialised (garden/storage.py storage_check)."""
+    w.checked()
     room = w.room
     size = len(out.content.encode())
     storage_check(owner_id=room.group.owner_id, adding=size)
@@ -336,6 +337,7 @@ def suspend_for_approval(
     answered as not run and leave the queue, so once the member is done the coordinator
     speaks next (and asks again if it still wants them).
     """
+    w.checked()
     room = w.room
     for other in pending:
         if other.id != call.id:

@@ -41,7 +41,7 @@ def a_request(group_factory, **changes: Any) -> GroupRequest:
 
 def test_each_statement_dispatches_to_the_fast_path_on_postgresql_only(monkeypatch):
     taken = []
-    for name in ("claim_fence", "reserve", "consume_and_count"):
+    for name in ("claim_fence", "reserve", "consume_and_count", "record_step"):
         for form in ("orm", "pg"):
             monkeypatch.setattr(
                 statements, f"{name}_{form}", lambda *a, _f=form, **k: taken.append(_f)
@@ -52,8 +52,21 @@ def test_each_statement_dispatches_to_the_fast_path_on_postgresql_only(monkeypat
     )
     statements.consume_and_count(1, ("fence",), consume=1)
     statements.consume_and_count(1, ("fence",))  # nothing to consume: a locking read
+    statements.record_step(
+        statements.StepRecord(
+            request_id=1,
+            fence=0,
+            update=RowUpdate(model=GroupRequest, pk=1, values={}),
+            messages=[Message()],
+            stored=0,
+            consume=None,
+            call=None,
+            fields=(),
+            claim_next=False,
+        )
+    )
     fast = "pg" if connection.vendor == "postgresql" else "orm"
-    assert taken == [fast, fast, fast, "orm"]
+    assert taken == [fast, fast, fast, "orm", fast]
 
 
 # -- the claim -------------------------------------------------------------------------------
@@ -304,3 +317,134 @@ def test_a_steps_turns_and_its_request_row_are_one_statement_on_postgresql(group
         "updated_at": after["updated_at"],
     }
     assert Message.objects.get(pk=turn.pk).seq == 2
+
+
+# -- a step's whole write in steady state ----------------------------------------------------
+
+COUNTERS = (
+    "working_reserved",
+    "synthesis_reserved",
+    "maintenance_reserved",
+    *("input_tokens", "output_tokens", "cost", "unpriced_calls"),
+)
+
+# (state, row's fence, delivered fence, claim the next) -> written
+RECORDS = [
+    ("running", 2, 2, False, True),
+    ("running", 2, 2, True, True),  # the next step's claim made with it
+    ("synthesizing", 2, 2, True, True),
+    ("running", 3, 2, False, False),  # the fence moved: a stale step
+    ("running", 3, 2, True, False),
+    ("stopped", 2, 2, False, False),  # no longer steppable
+    ("awaiting_approval", 2, 2, True, False),
+]
+
+
+@pytest.mark.parametrize(("state", "fence", "delivered", "claim_next", "written"), RECORDS)
+def test_a_steps_record_writes_everything_or_nothing(
+    group_factory, path, state, fence, delivered, claim_next, written
+):
+    request = a_request(group_factory, state=state, fence=fence, working_reserved=1)
+    reservation = CallReservation.objects.create(
+        request=request,
+        owner_id=request.group.owner_id,
+        purpose="working",
+        agent_id=request.group.coordinator_id,
+        fence=delivered,
+    )
+    before, kept = row(GroupRequest, request.pk), row(CallReservation, reservation.pk)
+    thread = row(Conversation, request.conversation_id)
+    request.queue, request.completed_fence = [{"agent": 1, "kind": "mention"}], delivered
+    turns = [
+        Message(
+            conversation_id=request.conversation_id,
+            speaker_kind="agent",
+            speaker_agent_id=request.group.coordinator_id,
+            content=[{"type": "text", "text": text}],
+            request=request,
+            step=delivered,
+        )
+        for text in ("An answer.", "And an activity line.")
+    ]
+
+    recorded = getattr(statements, f"record_step_{path}")(
+        statements.StepRecord(
+            request_id=request.pk,
+            fence=delivered,
+            update=RowUpdate.of(request, ["queue", "completed_fence", "updated_at"]),
+            messages=turns,
+            stored=40,
+            consume=reservation.pk,
+            call=PRICED,
+            fields=COUNTERS,
+            claim_next=claim_next,
+        )
+    )
+
+    after = row(GroupRequest, request.pk)
+    if not written:
+        assert recorded is None
+        assert after == before and row(CallReservation, reservation.pk) == kept
+        assert row(Conversation, request.conversation_id) == thread
+        assert not Message.objects.filter(request=request).exists(), "refused: nothing written"
+        return
+    counted = dict(zip(COUNTERS[3:], (1_000, 100, Decimal("0.0035"), 0), strict=True))
+    assert after == {
+        **before,
+        **counted,
+        "queue": [{"agent": 1, "kind": "mention"}],
+        "completed_fence": delivered,
+        "fence": delivered + 1 if claim_next else delivered,
+        "updated_at": after["updated_at"],
+    }
+    assert recorded.values == tuple(after[name] for name in COUNTERS)
+    assert row(CallReservation, reservation.pk)["status"] == "consumed"
+    assert [(t.seq, t.pk is not None) for t in turns] == [(2, True), (3, True)]
+    stored = Message.objects.filter(request=request).order_by("seq")
+    assert [m.content[0]["text"] for m in stored] == ["An answer.", "And an activity line."]
+    assert row(Conversation, request.conversation_id)["last_seq"] == 3
+    assert row(Conversation, request.conversation_id)["stored_bytes"] == thread["stored_bytes"] + 40
+    if not claim_next:
+        assert recorded.claim is None
+        return
+    # The claim, as the next step's own claim would have returned it.
+    claim = recorded.claim
+    assert fields_of(claim.request) == after
+    assert fields_of(claim.group) == row(Group, request.group_id)
+    assert claim.thread_last_seq == 3
+    assert bool(claim.roster_stamp) == (path == "pg")
+    if path == "pg":
+        made = statements.claim_fence_pg(
+            request_id=request.pk, fence=delivered + 1, group_id=request.group_id
+        )
+        assert made.roster_stamp == claim.roster_stamp, "the same stamp as a claim's"
+
+
+def test_a_steps_record_is_one_statement_on_postgresql(group_factory):
+    request = a_request(group_factory, state="running", fence=2)
+    turn = Message(
+        conversation_id=request.conversation_id,
+        speaker_kind="garden",
+        kind=Message.Kind.NOTICE,
+        content=[],
+        request=request,
+    )
+    with CaptureQueriesContext(connection) as queries:
+        statements.record_step(
+            statements.StepRecord(
+                request_id=request.pk,
+                fence=2,
+                update=RowUpdate.of(request, ["updated_at"]),
+                messages=[turn],
+                stored=0,
+                consume=None,
+                call=None,
+                fields=COUNTERS,
+                claim_next=True,
+            )
+        )
+    sent = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    if connection.vendor == "postgresql":
+        assert sent == ["WITH"]
+    else:
+        assert "INSERT" in sent and sent.count("UPDATE") >= 2

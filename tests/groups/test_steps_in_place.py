@@ -134,8 +134,10 @@ def test_a_delivery_that_may_not_go_on_sends_the_next_step(
     app.control.purge()  # the first step's message: this test delivers it itself
     advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id, steps=50)
     request.refresh_from_db()
-    assert request.state == "running" and request.completed_fence == request.fence
-    assert calls_of(request) == ["working"]
+    assert request.state == "running" and calls_of(request) == ["working"]
+    # Its write may have claimed the next fence already (it expected to go on); the step the
+    # broker delivers then takes that claim over, as a lost step's.
+    assert request.fence - request.completed_fence in (0, 1)
     assert queued_tasks() == 1
     app.control.purge()
     if why == "lock":
@@ -144,7 +146,11 @@ def test_a_delivery_that_may_not_go_on_sends_the_next_step(
             b"another-worker",
             "another-worker",
         )
-        redis_client().delete(lock_key(request.group_id))
+        redis_client().delete(lock_key(request.group_id))  # it lapses; the broker's step runs
+    assert advance_request(
+        request_id=request.pk, fence=request.completed_fence, group_id=request.group_id
+    ) not in ("stale", "missing")
+    assert calls_of(request) == ["working", "working"]
 
 
 @pytest.mark.redis
