@@ -15,14 +15,19 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/2")
 
 
 def reservation_gaps(request_id: int) -> list[float]:
-    """Milliseconds between consecutive working/synthesis reservations of one request."""
+    """Milliseconds between consecutive working/synthesis calls of one request, each taken
+    when its reply was recorded (its reservation's ``finished_at``, set by the step's write):
+    one whole step from record to record, wherever in it the reservation was made (a step's
+    write may reserve the next step's call ahead)."""
     from groups.models import CallReservation
 
     stamps = list(
-        CallReservation.objects.filter(request_id=request_id)
+        CallReservation.objects.filter(
+            request_id=request_id, status=CallReservation.Status.CONSUMED
+        )
         .exclude(purpose=CallReservation.Purpose.MAINTENANCE)
-        .order_by("id")
-        .values_list("created_at", flat=True)
+        .order_by("finished_at")
+        .values_list("finished_at", flat=True)
     )
     return [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
 

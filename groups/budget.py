@@ -50,7 +50,9 @@ def reserve_call(
 
 
 def release_call(*, reservation: CallReservation, reason: str) -> None:
-    """Give a call back: only after a rejection the provider confirmed before doing any work."""
+    """Give a call back: only after a rejection the provider confirmed before doing any work,
+    or for a call reserved ahead of its step that was never dispatched (the step made another
+    call or none, or was left to another delivery)."""
     counter = _COUNTERS[reservation.purpose][0]
     with transaction.atomic():
         updated = CallReservation.objects.filter(

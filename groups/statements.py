@@ -74,6 +74,8 @@ class Claim:
     group: Group
     roster_stamp: str
     thread_last_seq: int
+    # The step's call, reserved ahead by the write that claimed its fence (record_step).
+    reservation: CallReservation | None = None
 
 
 def tool_wait_cutoff() -> datetime:
@@ -451,6 +453,18 @@ class StepRecord:
     call: PricedCall | None
     fields: tuple[str, ...]
     claim_next: bool
+    # With ``claim_next``: the next step's call, reserved in the same write when its budget
+    # allows (as ``reserve`` would at the next fence): its purpose, agent and time.
+    reserve_next: NextCall | None = None
+
+
+@dataclass(frozen=True)
+class NextCall:
+    """The call a step's write reserves for the step after it."""
+
+    purpose: str
+    agent_id: int
+    at: datetime
 
 
 def record_step(record: StepRecord) -> Recorded | None:
@@ -459,6 +473,8 @@ def record_step(record: StepRecord) -> Recorded | None:
     one transaction."""
     if not record.messages:
         raise ValueError("a step's record writes at least one turn")
+    if record.reserve_next is not None and not record.claim_next:
+        raise ValueError("only a record that claims the next fence reserves its call")
     return record_step_pg(record) if _fast() else record_step_orm(record)
 
 
@@ -492,12 +508,24 @@ def record_step_orm(record: StepRecord) -> Recorded | None:
         )
         claim = None
         if record.claim_next:
+            reservation = None
+            if record.reserve_next is not None:
+                call = record.reserve_next
+                reservation = reserve_orm(
+                    request_id=record.request_id,
+                    purpose=call.purpose,
+                    agent_id=call.agent_id,
+                    fence=fence + 1,
+                    attempt=1,
+                    at=call.at,
+                )
             request = GroupRequest.objects.select_related("group").get(pk=record.request_id)
             claim = Claim(
                 request=request,
                 group=request.group,
                 roster_stamp="",
                 thread_last_seq=messages[-1].seq,
+                reservation=reservation,
             )
     return Recorded(values=tuple(current[2:]), claim=claim)
 
@@ -511,8 +539,13 @@ def record_step_pg(record: StepRecord) -> Recorded | None:
     meta = GroupRequest._meta
     call, consume = record.call, record.consume
     recorded = call.recorded() if call is not None else {}
+    following = record.reserve_next
     sql, split = _record_shape(
-        tuple(record.update.values), tuple(recorded), consume is not None, record.claim_next
+        tuple(record.update.values),
+        tuple(recorded),
+        consume is not None,
+        record.claim_next,
+        following.purpose if following else "",
     )
     turns = turns_insert_ctes(
         conversation_id=record.messages[0].conversation_id,
@@ -525,11 +558,31 @@ def record_step_pg(record: StepRecord) -> Recorded | None:
         for name, value in record.update.values.items()
     ]
     params += list(_request_counts(call) if _counts(call) else (0, 0, Decimal(0), 0))
+    reservation = None
+    if following is not None:
+        # The counter moves, and the row names the working agent, only below the limit.
+        limit = BUDGET_COUNTERS[following.purpose][1]
+        params += [limit, limit, following.agent_id, limit, following.at, limit]
+        reservation = CallReservation(
+            purpose=following.purpose,
+            agent_id=following.agent_id,
+            fence=record.fence + 1,
+            attempt=1,
+            status=CallReservation.Status.RESERVED,
+            created_at=following.at,
+        )
     params += [record.request_id, record.fence, list(GroupRequest.STEPPABLE_STATES)]
     if consume is not None:
         params += [CallReservation.Status.CONSUMED, "", timezone.now()]
         params += list(recorded.values())
         params += [consume, CallReservation.Status.RESERVED]
+    if reservation is not None:
+        fields = [CallReservation._meta.get_field(name) for name in RESERVATION_INSERTED]
+        params += [
+            f.get_db_prep_save(getattr(reservation, f.attname), connection)
+            for f in fields
+            if f.name not in _RECORD_SOURCES
+        ]
     with connection.cursor() as cursor:
         cursor.execute(sql % {"turns": turns.sql}, [*params, *turns.params])
         row = cursor.fetchone()
@@ -539,11 +592,19 @@ def record_step_pg(record: StepRecord) -> Recorded | None:
     request = _from_row(GroupRequest, row[:split])
     claim = None
     if record.claim_next:
+        if reservation is not None:
+            if row[-3] is None:
+                reservation = None  # the budget of its purpose is spent
+            else:
+                reservation.pk, reservation.request_id = row[-3], request.pk
+                reservation.owner_id = row[split + _GROUP_OWNER]
+                reservation._state.adding, reservation._state.db = False, connection.alias
         claim = Claim(
             request=request,
-            group=_from_row(Group, row[split:-3]),
-            roster_stamp=row[-3] or "",
+            group=_from_row(Group, row[split:-4]),
+            roster_stamp=row[-4] or "",
             thread_last_seq=row[-2],
+            reservation=reservation,
         )
     return Recorded(values=tuple(getattr(request, name) for name in record.fields), claim=claim)
 
@@ -554,6 +615,7 @@ def _record_shape(
     recorded: tuple[str, ...],
     consumes: bool,
     claims: bool,
+    reserves: str,
 ) -> tuple[str, int]:
     """The step record's statement (``%(turns)s`` the turns' CTEs) for these updated
     ``names``, ``recorded`` call fields, a reservation consumed or not and the next fence
@@ -565,6 +627,18 @@ def _record_shape(
     sets += [f"{_q(c)} = {_q(c)} + %s" for c in _COUNTED]
     if claims:
         sets.append('"fence" = "fence" + 1')
+    if reserves:
+        # SET reads the row as it was: below the limit, count the call and name its agent,
+        # since when and at which fence (the next one); the row's new working fence equal
+        # to its new fence then says the call was counted.
+        counter = _q(BUDGET_COUNTERS[reserves][0])
+        below = f"{counter} < %s"
+        sets += [
+            f"{counter} = {counter} + CASE WHEN {below} THEN 1 ELSE 0 END",
+            f'"working_agent_id" = CASE WHEN {below} THEN %s ELSE "working_agent_id" END',
+            f'"working_since" = CASE WHEN {below} THEN %s ELSE "working_since" END',
+            f'"working_fence" = CASE WHEN {below} THEN "fence" + 1 ELSE "working_fence" END',
+        ]
     ctes = [
         f"req AS (UPDATE {_q(meta.db_table)} SET {', '.join(sets)} "
         f'WHERE "id" = %s AND "fence" = %s AND "state" = ANY(%s) '
@@ -579,9 +653,20 @@ def _record_shape(
             f'"status" = %s, "reason" = %s, "finished_at" = %s{recorded_sql} '
             f'WHERE "id" = %s AND "status" = %s AND EXISTS (SELECT 1 FROM req))'
         )
+    if reserves:
+        fields = [CallReservation._meta.get_field(name) for name in RESERVATION_INSERTED]
+        ctes.append(
+            f"reserved AS (INSERT INTO {_q(CallReservation._meta.db_table)} "
+            f"({', '.join(_q(f.column) for f in fields)}) "
+            f"SELECT {', '.join(_RECORD_SOURCES.get(f.name, '%s') for f in fields)} "
+            f'FROM req JOIN {_q(Group._meta.db_table)} rg ON rg."id" = req."group_id" '
+            f'WHERE req."working_fence" = req."fence" RETURNING "id")'
+        )
     claim_columns = ""
     if claims:
-        claim_columns = f"{', '.join(f'g.{_q(c)}' for c in group_columns)}, ({_ROSTER_STAMP}), "
+        claim_columns = f"{', '.join(f'g.{_q(c)}' for c in group_columns)}, ({_ROSTER_STAMP}), " + (
+            '(SELECT "id" FROM reserved), ' if reserves else "NULL, "
+        )
     sql = (
         f"WITH {', '.join(ctes)}, %(turns)s "
         f"SELECT {', '.join(f'req.{_q(c)}' for c in request_columns)}, {claim_columns}"
@@ -592,6 +677,11 @@ def _record_shape(
     # Every other % stays one once the turns are put in (``sql % {"turns": ...}``).
     return sql.replace("%", "%%").replace("%%(turns)s", "%(turns)s"), len(request_columns)
 
+
+# Where the next call's reservation takes a field from the record's statement itself.
+_RECORD_SOURCES = {"request": 'req."id"', "owner": 'rg."owner_id"'}
+# The owner's column among the group's returned columns.
+_GROUP_OWNER = [f.name for f in Group._meta.concrete_fields].index("owner")
 
 # The request's counters a call adds to, in ``_request_counts``'s order.
 _COUNTED = ("input_tokens", "output_tokens", "cost", "unpriced_calls")

@@ -36,6 +36,7 @@ def claimed_room(claimed: Claim) -> Room:
         roster_stamp=claimed.roster_stamp,
     )
     room.thread_last_seq = claimed.thread_last_seq
+    room.reserved_ahead = claimed.reservation
     return room
 
 

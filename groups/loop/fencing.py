@@ -11,6 +11,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from garden import events, metrics
 from garden.models import Agent, Message
@@ -24,7 +25,7 @@ from groups.loop.room import Room
 from groups.models import CallReservation, GroupRequest
 from groups.payloads import request_event
 from groups.services.requests import request_finish
-from groups.statements import Claim, StepRecord
+from groups.statements import Claim, NextCall, StepRecord
 
 # What others may change on the request row while a step runs (and the token counts and
 # cost a step adds to), read back under the lock.
@@ -183,6 +184,11 @@ class StepWriter:
         room = self.room
         request = self._completed(queue, changes)
         claim_next = room.goes_on and request.state in GroupRequest.STEPPABLE_STATES
+        reserve_next = None
+        if claim_next:
+            speaker, purpose = room.next_speaker(queue)
+            if speaker is not None and speaker.can_run:
+                reserve_next = NextCall(purpose=purpose, agent_id=speaker.pk, at=timezone.now())
         turns, self._turns = self._turns, []
         recorded = lock_order.record_step(
             StepRecord(
@@ -195,6 +201,7 @@ class StepWriter:
                 call=pending.call,
                 fields=_COUNTERS,
                 claim_next=claim_next,
+                reserve_next=reserve_next,
             )
         )
         if recorded is None:

@@ -30,7 +30,8 @@ from garden.selectors import account_config
 from groups import selectors
 from groups.domain.bounding import INLINE_KINDS, RoomTooLarge, bound, bound_for_synthesis
 from groups.domain.projection import AgentView, GroupView, Projection, Turn, project
-from groups.models import Group, GroupRequest
+from groups.domain.routing import Contribution
+from groups.models import CallReservation, Group, GroupRequest
 from groups.thread_cache import transcript
 
 
@@ -49,6 +50,8 @@ class Room:
     # Whether the delivery running this step may run the request's next one in place: then
     # the step's last write claims the next fence too (groups/loop/step.py).
     goes_on: bool = False
+    # This step's call, reserved by the write of the step before it (which claimed its fence).
+    reserved_ahead: CallReservation | None = None
 
     @property
     def coordinator(self) -> Agent:
@@ -57,6 +60,19 @@ class Room:
     @property
     def channel(self) -> str:
         return events.group_channel(self.group.pk)
+
+    def next_speaker(self, queue: list[Contribution]) -> tuple[Agent | None, str]:
+        """Who speaks in the request's step now and for which purpose (its reservation's):
+        the coordinator's conclusion while it synthesises; else the member of the first
+        contribution of ``queue`` (None when it is gone or cannot run: its contribution is
+        skipped); else the coordinator."""
+        working = CallReservation.Purpose.WORKING
+        if self.request.state == GroupRequest.State.SYNTHESIZING:
+            return self.coordinator, CallReservation.Purpose.SYNTHESIS
+        if queue:
+            member = self.members.get(queue[0].agent)
+            return (member if member is not None and member.can_run else None), working
+        return self.coordinator, working
 
     def by_handle(self, handle: str) -> Agent | None:
         handle = handle.lstrip("@").lower()

@@ -133,18 +133,20 @@ def advance_request(
                     following = effects.continuation
                     if following is None or following.key[:1] != (request_id,):
                         break
+                    following_step: NextStep = following.key
                     if not _may_go_on(began):
+                        _give_back(following_step.claim)
                         break
                     try:
                         slot = group_lock_keep_with_slot(group_id, token, owner_id=owner_id)
                     except LockLost:
+                        _give_back(following_step.claim)
                         break
                     effects.take_continuation()
                     # This step's events reach the room now, not when the delivery ends.
                     events.push_deferred(effects)
                     fault_point("after_write")
                     ran += 1
-                    following_step: NextStep = following.key
                     outcome = _locked_step(
                         request_id=request_id,
                         fence=following_step.fence,
@@ -163,6 +165,13 @@ def advance_request(
         finally:
             events.push_deferred(effects)
             fault_point("after_write")
+
+
+def _give_back(claim: Claim | None) -> None:
+    """The call reserved ahead for a step this delivery will not run: given back, never
+    dispatched (the step the broker delivers instead reserves its own)."""
+    if claim is not None and claim.reservation is not None:
+        budget.release_call(reservation=claim.reservation, reason="not dispatched")
 
 
 def _may_go_on(began: float) -> bool:
@@ -203,6 +212,7 @@ def _locked_step(
         if slot is False:
             slot = slot_hold(owner_id=owner_id)
         if slot is None:
+            _give_back(claimed)
             return wait_for_call_slot(request_id, fence, group_id, attempt=attempt, waits=waits)
         with slot:
             room = claimed_room(claimed) if claimed else claim_room(request_id, fence, group_id)
@@ -254,17 +264,23 @@ def _owner_of(group_id: int) -> int | None:
 
 
 def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepOutcome:
+    """The step's work once its fence is claimed; a call the step before reserved for it
+    (``room.reserved_ahead``) is its reservation when it makes that call, and is given back
+    (never dispatched) when it makes another or none."""
+    ahead = room.reserved_ahead
+    try:
+        return _claimed_step(room, slot=slot, attempt=attempt, first_at=first_at)
+    finally:
+        if ahead is not None and room.reserved_ahead is not None:
+            budget.release_call(reservation=ahead, reason="not dispatched")
+
+
+def _claimed_step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepOutcome:
     request = room.request
     queue = [Contribution.from_json(c) for c in request.queue]
-    if request.state == GroupRequest.State.SYNTHESIZING:
-        speaker, purpose = room.coordinator, CallReservation.Purpose.SYNTHESIS
-    elif queue:
-        speaker = room.members.get(queue[0].agent)
-        purpose = CallReservation.Purpose.WORKING
-        if speaker is None or not speaker.can_run:
-            return skip_member(room, queue, "is no longer able to run")
-    else:
-        speaker, purpose = room.coordinator, CallReservation.Purpose.WORKING
+    speaker, purpose = room.next_speaker(queue)
+    if speaker is None:
+        return skip_member(room, queue, "is no longer able to run")
     if room.group.is_solo and not speaker.can_run:
         # Its model account was taken away, or the agent removed, after the message came.
         with fenced(room) as w:
@@ -300,15 +316,21 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepO
     with slot:
         if request.waiting_for:
             stop_waiting(room)
-        reserved_at = timezone.now()
-        reservation = budget.reserve_call(
-            request_id=request.pk,
-            purpose=purpose,
-            agent_id=speaker.pk,
-            fence=room.fence,
-            attempt=attempt,
-            at=reserved_at,
-        )
+        ahead = room.reserved_ahead
+        if ahead is not None and (ahead.purpose, ahead.agent_id) == (purpose, speaker.pk):
+            # Reserved by the write that claimed this fence: this is the call it named.
+            room.reserved_ahead = None
+            reservation, reserved_at = ahead, ahead.created_at
+        else:
+            reserved_at = timezone.now()
+            reservation = budget.reserve_call(
+                request_id=request.pk,
+                purpose=purpose,
+                agent_id=speaker.pk,
+                fence=room.fence,
+                attempt=attempt,
+                at=reserved_at,
+            )
         if reservation is None:
             if purpose == CallReservation.Purpose.WORKING:
                 return begin_synthesis(

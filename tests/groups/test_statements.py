@@ -448,3 +448,92 @@ def test_a_steps_record_is_one_statement_on_postgresql(group_factory):
         assert sent == ["WITH"]
     else:
         assert "INSERT" in sent and sent.count("UPDATE") >= 2
+
+
+# (state after the step, purpose, its counter before) -> reserved
+AHEAD = [
+    ("running", "working", 1, True),
+    ("running", "working", WORKING_CALLS, False),  # the working budget is spent
+    ("synthesizing", "synthesis", 0, True),
+    ("synthesizing", "synthesis", SYNTHESIS_CALLS, False),
+]
+
+
+@pytest.mark.parametrize(("state", "purpose", "used", "reserved"), AHEAD)
+def test_a_steps_record_reserves_the_next_call_within_its_budget(
+    group_factory, path, state, purpose, used, reserved
+):
+    counter = statements.BUDGET_COUNTERS[purpose][0]
+    request = a_request(group_factory, state=state, fence=4, **{counter: used})
+    before = row(GroupRequest, request.pk)
+    agent_id = request.group.coordinator_id
+    at = timezone.now()
+    turn = Message(
+        conversation_id=request.conversation_id,
+        speaker_kind="garden",
+        kind=Message.Kind.NOTICE,
+        content=[],
+        request=request,
+    )
+    recorded = getattr(statements, f"record_step_{path}")(
+        statements.StepRecord(
+            request_id=request.pk,
+            fence=4,
+            update=RowUpdate.of(request, ["updated_at"]),
+            messages=[turn],
+            stored=0,
+            consume=None,
+            call=None,
+            fields=COUNTERS,
+            claim_next=True,
+            reserve_next=statements.NextCall(purpose=purpose, agent_id=agent_id, at=at),
+        )
+    )
+    after = row(GroupRequest, request.pk)
+    made = list(CallReservation.objects.filter(request=request))
+    assert after["fence"] == 5 and fields_of(recorded.claim.request) == after
+    if not reserved:
+        assert made == [] and recorded.claim.reservation is None
+        assert after[counter] == used
+        assert (after["working_agent_id"], after["working_fence"]) == (
+            before["working_agent_id"],
+            before["working_fence"],
+        )
+        return
+    (reservation,) = made
+    assert recorded.claim.reservation.pk == reservation.pk
+    assert fields_of(recorded.claim.reservation) == row(CallReservation, reservation.pk)
+    assert row(CallReservation, reservation.pk) == {
+        **row(CallReservation, reservation.pk),
+        "purpose": purpose,
+        "fence": 5,
+        "attempt": 1,
+        "status": "reserved",
+        "owner_id": request.group.owner_id,
+        "agent_id": agent_id,
+    }
+    assert row(CallReservation, reservation.pk)["created_at"] >= at
+    assert after[counter] == used + 1
+    assert (after["working_agent_id"], after["working_since"], after["working_fence"]) == (
+        agent_id,
+        at,
+        5,
+    )
+
+
+def test_only_a_record_that_claims_reserves_ahead():
+    with pytest.raises(ValueError, match="claims the next fence"):
+        statements.record_step(
+            statements.StepRecord(
+                request_id=1,
+                fence=0,
+                update=RowUpdate(model=GroupRequest, pk=1, values={}),
+                messages=[Message()],
+                stored=0,
+                consume=None,
+                call=None,
+                fields=(),
+                claim_next=False,
+                reserve_next=statements.NextCall("working", 1, timezone.now()),
+            )
+        )

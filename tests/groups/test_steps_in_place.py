@@ -48,8 +48,10 @@ def started(group) -> GroupRequest:
 
 
 def calls_of(request) -> list[str]:
+    """The request's calls: its reservations, but those given back undispatched."""
     return list(
         CallReservation.objects.filter(request=request)
+        .exclude(status="released")
         .order_by("id")
         .values_list("purpose", flat=True)
     )
@@ -140,6 +142,11 @@ def test_a_delivery_that_may_not_go_on_sends_the_next_step(
     assert request.fence - request.completed_fence in (0, 1)
     assert queued_tasks() == 1
     app.control.purge()
+    # A call its write reserved ahead for the next step (when it expected to go on) is given
+    # back, never dispatched: the broker's step reserves its own.
+    given_back = CallReservation.objects.filter(request=request, status="released")
+    assert set(given_back.values_list("reason", flat=True)) <= {"not dispatched"}
+    assert given_back.count() == request.fence - request.completed_fence
     if why == "lock":
         # The other worker's lock is left as it was, not released by this delivery.
         assert redis_client().get(lock_key(request.group_id)) in (
