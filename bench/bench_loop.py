@@ -149,20 +149,30 @@ def solo_overhead(conversation, probe: PgProbe, runs: int = 5) -> list[float]:
     return gaps
 
 
-def thread_overheads(make, probe: PgProbe, lengths: tuple[int, ...], runs: int = 4) -> list[list]:
+def thread_overheads(
+    make,
+    probe: PgProbe,
+    lengths: tuple[int, ...],
+    runs: int = 4,
+    *,
+    cap: int | None = LONG_THREAD_CAP,
+) -> list[list]:
     """Reservation gaps of requests in threads that already hold each of ``lengths`` turns,
     the lengths taken in turn run after run (so a drift of the machine's speed reaches them
-    alike); a fresh group per run, so no run reads a thread an earlier one rolled over."""
+    alike); a fresh group per run, so no run reads a thread an earlier one rolled over.
+    ``cap``: the groups' room cap (None: the default cap, which carries only the newest turns
+    of a long thread)."""
     from groups.services.requests import request_create
 
     gaps: list[list[float]] = [[] for _ in lengths]
     for i in range(runs):
         for turns, into in zip(lengths, gaps, strict=True):
-            group = make(1, f"t{turns}-{i}")[0]
-            # A cap that carries the whole thread (at the default cap it would have rolled
-            # over long before), the same for the short thread, so both project every turn.
-            group.room_cap_chars = LONG_THREAD_CAP
-            group.save(update_fields=["room_cap_chars"])
+            group = make(1, f"t{turns}-{i}-{cap}")[0]
+            if cap is not None:
+                # A cap that carries the whole thread (at the default cap it would have rolled
+                # over long before), the same for the short thread, so both project every turn.
+                group.room_cap_chars = cap
+                group.save(update_fields=["room_cap_chars"])
             seed_thread(group, turns)
             request = request_create(group=group, text="Keep digging.")
             wait_finished(probe, [request.pk])
@@ -208,6 +218,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write the first worker count's figures here")
     parser.add_argument(
         "--long-thread", type=int, default=2000, help="earlier turns of the long-thread run"
+    )
+    parser.add_argument(
+        "--capped-thread",
+        type=int,
+        default=10_000,
+        help="earlier turns of the long thread at the default room cap (0: not run)",
     )
     args = parser.parse_args()
     report: dict = {}
@@ -284,6 +300,14 @@ def main() -> None:
                     cpu_rows[-1] += (name, solo_cpu / len(gaps))
                     if workers == args.workers[0]:
                         short, long = thread_overheads(make, probe, (10, args.long_thread))
+                        if args.capped_thread:
+                            capped = thread_overheads(
+                                make, probe, (10, args.capped_thread), runs=3, cap=None
+                            )
+                            report[name].update(
+                                overhead_p50_ms_capped_short_thread=statistics.median(capped[0]),
+                                overhead_p50_ms_capped_long_thread=statistics.median(capped[1]),
+                            )
                         report[name].update(
                             overhead_p50_ms=statistics.median(gaps),
                             overhead_p95_ms=pct(gaps, 0.95),
@@ -318,6 +342,7 @@ def main() -> None:
                     floor_step_p50_ms=floor50,
                     floor_cpu_per_step_ms=cpu_rows[0][2],
                     long_thread_turns=args.long_thread,
+                    capped_thread_turns=args.capped_thread,
                 )
             for name, gaps, rate, cpu in rows:
                 med = statistics.median(gaps)
@@ -368,6 +393,16 @@ def print_thread_lengths(report: dict) -> None:
     for name in ("scripted", "openai"):
         short = report[name]["overhead_p50_ms_short_thread"]
         long = report[name]["overhead_p50_ms_long_thread"]
+        print(f"| {name} | {short:.2f} ms | {long:.2f} ms | {long / short:.2f}x |")
+    if "overhead_p50_ms_capped_long_thread" not in report["scripted"]:
+        return
+    turns = report["capped_thread_turns"]
+    print(f"\nthe same at the default room cap: 10 turns vs {turns}")
+    print(f"| model | 10 turns | {turns} turns | {turns} / 10 |")
+    print("|---|---|---|---|")
+    for name in ("scripted", "openai"):
+        short = report[name]["overhead_p50_ms_capped_short_thread"]
+        long = report[name]["overhead_p50_ms_capped_long_thread"]
         print(f"| {name} | {short:.2f} ms | {long:.2f} ms | {long / short:.2f}x |")
 
 

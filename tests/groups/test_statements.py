@@ -52,19 +52,7 @@ def test_each_statement_dispatches_to_the_fast_path_on_postgresql_only(monkeypat
     )
     statements.consume_and_count(1, ("fence",), consume=1)
     statements.consume_and_count(1, ("fence",))  # nothing to consume: a locking read
-    statements.record_step(
-        statements.StepRecord(
-            request_id=1,
-            fence=0,
-            update=RowUpdate(model=GroupRequest, pk=1, values={}),
-            messages=[Message()],
-            stored=0,
-            consume=None,
-            call=None,
-            fields=(),
-            claim_next=False,
-        )
-    )
+    statements.record_step(a_record(1, 0, messages=[Message()]))
     fast = "pg" if connection.vendor == "postgresql" else "orm"
     assert taken == [fast, fast, fast, "orm", fast]
 
@@ -328,6 +316,29 @@ COUNTERS = (
     *("input_tokens", "output_tokens", "cost", "unpriced_calls"),
 )
 
+
+def a_record(request_id: int, fence: int, **given: Any) -> statements.StepRecord:
+    """A step record of ``request_id`` at ``fence``: one garden notice, nothing else updated,
+    consumed or claimed unless ``given``."""
+    given.setdefault(
+        "messages",
+        [Message(speaker_kind="garden", kind=Message.Kind.NOTICE, content=[])],
+    )
+    given.setdefault("update", RowUpdate(model=GroupRequest, pk=request_id, values={}))
+    return statements.StepRecord(
+        request_id=request_id,
+        fence=fence,
+        **{
+            "stored": 0,
+            "consume": None,
+            "call": None,
+            "fields": COUNTERS,
+            "claim_next": False,
+            **given,
+        },
+    )
+
+
 # (state, row's fence, delivered fence, claim the next) -> written
 RECORDS = [
     ("running", 2, 2, False, True),
@@ -431,15 +442,11 @@ def test_a_steps_record_is_one_statement_on_postgresql(group_factory):
     )
     with CaptureQueriesContext(connection) as queries:
         statements.record_step(
-            statements.StepRecord(
-                request_id=request.pk,
-                fence=2,
+            a_record(
+                request.pk,
+                2,
                 update=RowUpdate.of(request, ["updated_at"]),
                 messages=[turn],
-                stored=0,
-                consume=None,
-                call=None,
-                fields=COUNTERS,
                 claim_next=True,
             )
         )
@@ -476,15 +483,11 @@ def test_a_steps_record_reserves_the_next_call_within_its_budget(
         request=request,
     )
     recorded = getattr(statements, f"record_step_{path}")(
-        statements.StepRecord(
-            request_id=request.pk,
-            fence=4,
+        a_record(
+            request.pk,
+            4,
             update=RowUpdate.of(request, ["updated_at"]),
             messages=[turn],
-            stored=0,
-            consume=None,
-            call=None,
-            fields=COUNTERS,
             claim_next=True,
             reserve_next=statements.NextCall(purpose=purpose, agent_id=agent_id, at=at),
         )
@@ -524,16 +527,5 @@ def test_a_steps_record_reserves_the_next_call_within_its_budget(
 def test_only_a_record_that_claims_reserves_ahead():
     with pytest.raises(ValueError, match="claims the next fence"):
         statements.record_step(
-            statements.StepRecord(
-                request_id=1,
-                fence=0,
-                update=RowUpdate(model=GroupRequest, pk=1, values={}),
-                messages=[Message()],
-                stored=0,
-                consume=None,
-                call=None,
-                fields=(),
-                claim_next=False,
-                reserve_next=statements.NextCall("working", 1, timezone.now()),
-            )
+            a_record(1, 0, reserve_next=statements.NextCall("working", 1, timezone.now()))
         )
