@@ -173,7 +173,9 @@ def thread_overheads(
                 # over long before), the same for the short thread, so both project every turn.
                 group.room_cap_chars = cap
                 group.save(update_fields=["room_cap_chars"])
-            seed_thread(group, turns)
+            # At the default cap only a whole room's turns can be dropped whole: the room
+            # context between an agent's own turns is one message of the projection.
+            seed_thread(group, turns, whole_room=cap is None)
             request = request_create(group=group, text="Keep digging.")
             wait_finished(probe, [request.pk])
             into += reservation_gaps(request.pk)

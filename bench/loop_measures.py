@@ -32,9 +32,12 @@ def reservation_gaps(request_id: int) -> list[float]:
     return [(b - a).total_seconds() * 1000 for a, b in itertools.pairwise(stamps)]
 
 
-def seed_thread(group, turns: int) -> None:
-    """Give the group's open thread ``turns`` earlier turns (owner and member alternating,
-    ~80 characters each), as a long-running conversation would have."""
+def seed_thread(group, turns: int, *, whole_room: bool = False) -> None:
+    """Give the group's open thread ``turns`` earlier turns (~80 characters each), as a
+    long-running conversation would have: owner and member alternating or, ``whole_room``,
+    each earlier request as a room has it — the owner, the coordinator asking, the member
+    answering, the coordinator concluding — so every agent's own turns break the room
+    context, and bounding can drop the oldest turns whole at any cap."""
     from django.db import transaction
 
     from garden.models import Message
@@ -42,16 +45,22 @@ def seed_thread(group, turns: int) -> None:
     from groups.services.requests import group_conversation_open
 
     member = group.memberships.exclude(agent_id=group.coordinator_id).first().agent
+    coordinator = group.coordinator
+    cycle = [None, coordinator, member, coordinator] if whole_room else [None, member]
     with transaction.atomic():
         conversation = group_conversation_open(group=group)
-        batch = [
-            Message(
-                speaker_kind="agent" if i % 2 else "owner",
-                speaker_agent=member if i % 2 else None,
-                content=[text_block(f"Earlier turn {i}: a figure, a question, a short answer.")],
+        batch = []
+        for i in range(turns):
+            speaker = cycle[i % len(cycle)]
+            batch.append(
+                Message(
+                    speaker_kind="agent" if speaker else "owner",
+                    speaker_agent=speaker,
+                    content=[
+                        text_block(f"Earlier turn {i}: a figure, a question, a short answer.")
+                    ],
+                )
             )
-            for i in range(turns)
-        ]
         messages_append(conversation_id=conversation.pk, messages=batch)
 
 

@@ -7,13 +7,14 @@ marker; a room that still cannot fit is refused by name, never sent short.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from garden.providers.types import ArtifactRef, Block, ChatMessage, TextBlock, ToolCall, ToolResult
-from groups.domain.projection import Projection
+from groups.domain.projection import CONVERSATION_START, Projection
 from groups.domain.rendering import block_chars, message_chars, render_ref
+from groups.domain.turns import Turn
 
 # Pictures and documents an adapter may send inline; step 3 turns them into text lines.
 INLINE_KINDS = frozenset({"image", "document", "pdf"})
@@ -264,6 +265,58 @@ def bound(projection: Projection, cap_chars: int) -> Projection | RoomTooLarge:
             original_chars=total,
         )
     return Projection(system=room.system, messages=tuple(room.messages))
+
+
+# --- the turns bounding can keep --------------------------------------------------------------
+
+# The fewest characters bounding leaves of a block before it drops the oldest turns, whoever
+# the projection is for: an agent's own tool result is clipped to a head of RESULT_HEAD_MIN,
+# and in synthesis a block larger than a quarter of the cap becomes a head of at most
+# OVERSIZED_HEAD characters (possibly none) and a marker at least this long.
+LEAST_BLOCK_CHARS = len(" [oversized: 0 chars not carried]")
+
+
+def least_chars(turn: Turn) -> int:
+    """The fewest characters ``turn`` can take in a bounded projection that keeps it."""
+    return sum(min(block_chars(b), LEAST_BLOCK_CHARS) for b in turn.content)
+
+
+def keepable_from(turns: Sequence[Turn], cap_chars: int) -> int:
+    """How many of the oldest of ``turns`` (in seq order) no projection of them bounded to
+    ``cap_chars`` can keep — ``bound`` or ``bound_for_synthesis``, for any agent: bounding
+    drops the oldest turns whole until the room fits, so a turn older than newer ones whose
+    least sizes (``least_chars``) already pass the cap is always dropped. So that leaving them
+    out before the projection changes nothing that matters, the turns kept start no later than
+    the last owner turn (the request being answered, with its asks) and hold the call of every
+    tool result they hold."""
+    total, start, asked, unpaired = 0, len(turns), False, set()
+    while start > 0 and not (total > cap_chars and asked and not unpaired):
+        start -= 1
+        turn = turns[start]
+        total += least_chars(turn)
+        asked = asked or turn.speaker_kind == "owner"
+        for block in reversed(turn.content):
+            if isinstance(block, ToolResult):
+                unpaired.add((turn.speaker_agent_id, block.call_id))
+            elif isinstance(block, ToolCall):
+                unpaired.discard((turn.speaker_agent_id, block.id))
+    return start
+
+
+def with_omitted_turns(projection: Projection, count: int) -> Projection:
+    """``projection`` of a transcript whose ``count`` oldest turns were left out
+    (``keepable_from``): the omitted-turns marker first, where dropping them would have put
+    it, so that ``bound`` counts on from it."""
+    messages = list(projection.messages)
+    marker = TextBlock(omitted_marker(count))
+    first = messages[0] if messages else None
+    if first is None or first.role == "assistant":
+        messages.insert(0, ChatMessage(role="user", content=(marker,)))
+    elif first.content == (TextBlock(CONVERSATION_START),):
+        messages[0] = ChatMessage(role="user", content=(marker,))
+    else:
+        messages[0] = ChatMessage(role="user", content=(marker, *first.content))
+    return Projection(system=projection.system, messages=tuple(messages))
 
 
 # --- synthesis ------------------------------------------------------------------------------

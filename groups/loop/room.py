@@ -28,7 +28,14 @@ from garden.providers import (
 )
 from garden.selectors import account_config
 from groups import selectors
-from groups.domain.bounding import INLINE_KINDS, RoomTooLarge, bound, bound_for_synthesis
+from groups.domain.bounding import (
+    INLINE_KINDS,
+    RoomTooLarge,
+    bound,
+    bound_for_synthesis,
+    keepable_from,
+    with_omitted_turns,
+)
 from groups.domain.projection import AgentView, GroupView, Projection, Turn, project
 from groups.domain.routing import Contribution
 from groups.models import CallReservation, Group, GroupRequest
@@ -224,9 +231,15 @@ def room_projection(room: Room, speaker: Agent, *, synthesis: bool) -> Projectio
     """What ``speaker`` sees of the room, bounded to the group's cap (or the reason it
     cannot be)."""
     group, agent_views = views(room)
+    turns = transcript_turns(room)
+    # The oldest turns no bounding could keep are left out before the projection is built,
+    # so a step in a long thread costs what one in a short thread does.
+    omitted = keepable_from(turns, room.group.room_cap_chars)
     projection = project(
-        transcript_turns(room), agent=agent_views[speaker.pk], group=group, synthesis=synthesis
+        turns[omitted:], agent=agent_views[speaker.pk], group=group, synthesis=synthesis
     )
+    if omitted:
+        projection = with_omitted_turns(projection, omitted)
     if synthesis:
         bounded = bound_for_synthesis(projection, room.group.room_cap_chars)
     else:

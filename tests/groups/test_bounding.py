@@ -14,6 +14,8 @@ from groups.domain.bounding import (
     RoomTooLarge,
     bound,
     bound_for_synthesis,
+    keepable_from,
+    with_omitted_turns,
 )
 from groups.domain.projection import AgentView, GroupView, Projection, Turn, project
 from groups.domain.rendering import render_ref
@@ -346,3 +348,117 @@ def test_synthesis_replaces_oversized_own_calls_and_results_without_breaking_pai
     call = out.messages[1].content[0]
     assert isinstance(call, ToolCall) and call.id == "c1" and "oversized" in str(call.arguments)
     assert bound_for_synthesis(out, 4000) == out
+
+
+# --- the turns left out before a long room is projected ------------------------------------
+
+CONCIERGE = AgentView(1, "concierge", "Concierge", "You coordinate.")
+LEDGER = AgentView(2, "ledger", "Ledger", "You keep the books.")
+TEAM = GroupView(10, "Household", CONCIERGE.id, (CONCIERGE, LEDGER))
+
+
+def long_room(requests: int, *, words: int = 8) -> list[Turn]:
+    """``requests`` earlier requests as a room has them: the owner asks, Concierge asks Ledger
+    through group.ask, Ledger answers, Concierge's call gets its answer, Concierge concludes."""
+    turns: list[Turn] = []
+
+    def say(kind: str, agent: AgentView | None, *blocks: Block) -> None:
+        turns.append(
+            Turn(
+                seq=len(turns) + 1,
+                speaker_kind=kind,
+                speaker_agent_id=agent.id if agent else None,
+                speaker_handle=agent.handle if agent else None,
+                content=blocks,
+            )
+        )
+
+    text = " ".join(["figure"] * words)
+    for r in range(requests):
+        call = f"call_{r % 3}"  # ids reused, as some providers do
+        say("owner", None, TextBlock(f"Request {r}: {text}"))
+        say("agent", CONCIERGE, ToolCall(call, "group.ask", {"member": "ledger", "request": text}))
+        say("agent", LEDGER, TextBlock(f"Answer {r}: {text}"))
+        say("agent", CONCIERGE, ToolResult(call, f"@ledger said: {text}"))
+        say("agent", CONCIERGE, TextBlock(f"Conclusion {r}: {text}"))
+    say("owner", None, TextBlock("The request now."))
+    return turns
+
+
+@pytest.mark.parametrize("cap", [1_500, 4_000, 24_000])
+@pytest.mark.parametrize("agent", [CONCIERGE, LEDGER])
+@pytest.mark.parametrize("synthesis", [False, True])
+def test_leaving_out_the_turns_no_bounding_keeps_changes_nothing_kept(cap, agent, synthesis):
+    turns = long_room(600)
+    left_out = keepable_from(turns, cap)
+    assert 0 < left_out < len(turns) - 5, "a long room is projected from its newest turns"
+    bounded = bound_for_synthesis if synthesis else bound
+    whole = bounded(project(turns, agent=agent, group=TEAM, synthesis=synthesis), cap)
+    newest = bounded(
+        with_omitted_turns(
+            project(turns[left_out:], agent=agent, group=TEAM, synthesis=synthesis), left_out
+        ),
+        cap,
+    )
+    assert_valid(newest)
+    # The same turns kept, in the same messages; only the marker's count differs (it counts
+    # the turns left out, then the messages bounding dropped).
+    assert newest.messages[1:] == whole.messages[1:]
+    assert newest.messages[0].content[1:] == whole.messages[0].content[1:]
+    assert omitted_count(newest) >= left_out and omitted_count(whole) is not None
+
+
+def test_a_room_that_fits_leaves_nothing_out():
+    turns = long_room(3)
+    assert keepable_from(turns, 24_000) == 0
+
+
+def test_the_turns_kept_hold_the_request_and_every_results_call():
+    turns = long_room(40, words=400)  # each turn far larger than the cap
+    cap = 500
+    left_out = keepable_from(turns, cap)
+    kept = turns[left_out:]
+    assert kept[0].speaker_kind == "owner" or any(t.speaker_kind == "owner" for t in kept)
+    calls = {(t.speaker_agent_id, b.id) for t in kept for b in t.content if isinstance(b, ToolCall)}
+    results = {
+        (t.speaker_agent_id, b.call_id)
+        for t in kept
+        for b in t.content
+        if isinstance(b, ToolResult)
+    }
+    assert results <= calls and 0 < left_out
+
+
+def test_a_result_kept_keeps_its_call_however_far_back():
+    def turn(seq: int, kind: str, agent: AgentView | None, block: Block) -> Turn:
+        return Turn(
+            seq=seq,
+            speaker_kind=kind,
+            speaker_agent_id=agent.id if agent else None,
+            speaker_handle=agent.handle if agent else None,
+            content=(block,),
+        )
+
+    turns = [turn(1, "owner", None, TextBlock("Go."))]
+    turns.append(turn(2, "agent", CONCIERGE, ToolCall("c1", "group.ask", {"member": "ledger"})))
+    # The room between the call and its result alone passes the cap many times over.
+    turns += [turn(3 + i, "agent", LEDGER, TextBlock("x" * 500)) for i in range(100)]
+    turns.append(turn(103, "agent", CONCIERGE, ToolResult("c1", "done")))
+    assert keepable_from(turns, 1_000) == 0  # the call, and the owner's message before it
+    # A result further back than the cap reaches is left out with its call.
+    turns += [turn(104 + i, "agent", LEDGER, TextBlock("y" * 500)) for i in range(100)]
+    turns.append(turn(204, "owner", None, TextBlock("And now?")))
+    # The owner's 8 characters and 31 turns of at least 33 pass the cap of 1,000.
+    assert keepable_from(turns, 1_000) == len(turns) - 1 - 31
+
+
+def test_the_marker_takes_the_first_user_slot():
+    opening = Projection(SYSTEM, (u("[conversation start]"), a("mine"), u("yours")))
+    assert with_omitted_turns(opening, 7).messages[0] == u("[7 earlier turns omitted]")
+    assert with_omitted_turns(Projection(SYSTEM, (a("mine"),)), 2).messages[:2] == (
+        u("[2 earlier turns omitted]"),
+        a("mine"),
+    )
+    assert with_omitted_turns(Projection(SYSTEM, (u("yours"),)), 3).messages == (
+        u("[3 earlier turns omitted]", "yours"),
+    )
