@@ -270,15 +270,31 @@ def bound(projection: Projection, cap_chars: int) -> Projection | RoomTooLarge:
 # --- the turns bounding can keep --------------------------------------------------------------
 
 # The fewest characters bounding leaves of a block before it drops the oldest turns, whoever
-# the projection is for: an agent's own tool result is clipped to a head of RESULT_HEAD_MIN,
-# and in synthesis a block larger than a quarter of the cap becomes a head of at most
-# OVERSIZED_HEAD characters (possibly none) and a marker at least this long.
+# the projection is for: ``bound`` clips only an agent's own tool results by then, each to a
+# head of at least RESULT_HEAD_MIN; ``bound_for_synthesis`` first makes every block larger
+# than a quarter of the cap a head of at most OVERSIZED_HEAD characters (possibly none) and a
+# marker at least this long.
 LEAST_BLOCK_CHARS = len(" [oversized: 0 chars not carried]")
 
 
-def least_chars(turn: Turn) -> int:
-    """The fewest characters ``turn`` can take in a bounded projection that keeps it."""
-    return sum(min(block_chars(b), LEAST_BLOCK_CHARS) for b in turn.content)
+def least_chars(turn: Turn, cap_chars: int) -> int:
+    """The fewest characters ``turn`` can take in a projection bounded to ``cap_chars`` that
+    keeps it (kept with the turn, which a process keeps from step to step)."""
+    key = (_LEAST, cap_chars)
+    least = turn.rendered.get(key)
+    if least is None:
+        least = turn.rendered[key] = sum(_least_block_chars(b, cap_chars) for b in turn.content)
+    return least
+
+
+def _least_block_chars(block: Block, cap_chars: int) -> int:
+    chars = block_chars(block)
+    if chars > cap_chars // 4:
+        return min(chars, LEAST_BLOCK_CHARS)
+    return min(chars, RESULT_HEAD_MIN) if isinstance(block, ToolResult) else chars
+
+
+_LEAST = "least_chars"
 
 
 def keepable_from(turns: Sequence[Turn], cap_chars: int) -> int:
@@ -293,7 +309,7 @@ def keepable_from(turns: Sequence[Turn], cap_chars: int) -> int:
     while start > 0 and not (total > cap_chars and asked and not unpaired):
         start -= 1
         turn = turns[start]
-        total += least_chars(turn)
+        total += least_chars(turn, cap_chars)
         asked = asked or turn.speaker_kind == "owner"
         for block in reversed(turn.content):
             if isinstance(block, ToolResult):

@@ -42,6 +42,7 @@ class Turn:
     addressed_agent_id: int | None = None
     reply_to_call_id: str | None = None
     # How the turn reads as room context, by the room's handles (see
-    # ``groups.domain.rendering.rendered_blocks``): a turn kept from step to step is rendered
-    # once, however often the room is projected.
+    # ``groups.domain.rendering.rendered_blocks``), and the least room it takes when bounded
+    # (``groups.domain.bounding.least_chars``): a turn kept from step to step is rendered and
+    # measured once, however often the room is projected.
     rendered: dict = field(default_factory=dict, compare=False, repr=False)
