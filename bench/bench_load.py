@@ -15,6 +15,7 @@ BENCH_DATABASE, BENCH_REDIS_URL).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -65,9 +66,14 @@ class Sampler(threading.Thread):
         self.conns: list[int] = []
         self.busy: list[int] = []
         self.rss: dict[str, int] = {}
+        self.threads: dict[str, int] = {}
+        self.redis_clients: list[int] = []
         self._halt = threading.Event()
 
     def run(self) -> None:
+        import redis
+
+        client = redis.Redis.from_url(REDIS_URL)
         tick = 0
         while not self._halt.wait(self.interval):
             open_, busy = self.probe.connections()
@@ -75,12 +81,23 @@ class Sampler(threading.Thread):
             self.busy.append(busy)
             tick += 1
             if tick % 5 == 0:
+                # Every client of the Redis server (this sampler and the bench included).
+                self.redis_clients.append(int(client.info("clients")["connected_clients"]))
                 for w in self.workers:
                     self.rss[w.name] = max(self.rss.get(w.name, 0), rss_bytes(w.pid))
+                    self.threads[w.name] = max(self.threads.get(w.name, 0), _threads(w.pid))
 
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
+
+
+def _threads(pid: int) -> int:
+    """The threads process ``pid`` runs now (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
 
 
 def queries_per_step(provider_url: str) -> list[int]:
@@ -179,6 +196,13 @@ def run(args: argparse.Namespace, workers: int, provider_url: str) -> dict:
         "busy_mean": statistics.fmean(sampler.busy or [0]),
         "rss": sampler.rss,
         "idle_rss": idle_rss,
+        "threads_max": max(sampler.threads.values() or [0]),
+        "redis_clients_max": max(sampler.redis_clients or [0]),
+        # The memory a call in flight costs a worker: its growth over idle per call it held.
+        "rss_per_call_in_flight_kib": statistics.fmean(
+            (sampler.rss[n] - idle_rss[n]) / 1024 for n in sampler.rss
+        )
+        / max(1, stats["max_in_flight"] / workers),
         "cpu_per_call_ms": cpu / max(1, calls) * 1000,
     }
 
@@ -213,6 +237,7 @@ def main() -> None:
     parser.add_argument(
         "--db-pool-max", type=int, default=8, help="GARDEN_DB_POOL_MAX per worker (0: no pool)"
     )
+    parser.add_argument("--json", type=Path, help="write each worker count's figures here")
     args = parser.parse_args()
 
     use_services(database=DATABASE, redis_url=REDIS_URL)
@@ -243,8 +268,10 @@ def main() -> None:
             "| vs ideal (p50) | DB conns open max / mean, busy max / mean | RSS per worker idle -> peak | worker CPU per call | outcomes |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
+        results = []
         for workers in args.workers:
             r = run(args, workers, url)
+            results.append(r)
             rss = ", ".join(
                 f"{r['idle_rss'][n] / 2**20:.0f} -> {v / 2**20:.0f} MiB"
                 for n, v in r["rss"].items()
@@ -256,6 +283,25 @@ def main() -> None:
                 f"{r['conns_max']} / {r['conns_mean']:.1f}, {r['busy_max']} / {r['busy_mean']:.1f} | {rss} | {r['cpu_per_call_ms']:.1f} ms | {r['states']} |",
                 flush=True,
             )
+        for r in results:
+            print(
+                f"{r['workers']} worker(s): threads per worker at most {r['threads_max']}, "
+                f"Redis clients at most {r['redis_clients_max']}, about "
+                f"{r['rss_per_call_in_flight_kib']:.0f} KiB of worker memory per call in flight"
+            )
+        if args.json:
+            figures = {
+                "groups": args.groups,
+                "latency_s": args.latency,
+                "ideal_s": ideal,
+                "queries_per_step_median": statistics.median(counts),
+                "runs": [
+                    {**r, "vs_ideal_p50": r["p50"] / ideal, "calls_per_s": r["calls"] / r["wall"]}
+                    for r in results
+                ],
+            }
+            args.json.write_text(json.dumps(figures, indent=2, default=str) + "\n")
+            print(f"figures written to {args.json}")
     finally:
         provider.terminate()
         provider.wait(5)

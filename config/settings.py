@@ -235,12 +235,20 @@ else:
 # The prefix of garden's keys in Redis (cache, call slots): two sites (or test runs) sharing a
 # Redis keep apart by it.
 GARDEN_CACHE_PREFIX = env.str("GARDEN_CACHE_PREFIX", default="garden")
+# Connections each process opens to Redis for its locks and slots, and for the cache: at most
+# this many each, however many threads a worker runs (a thread waits for a free one).
+GARDEN_REDIS_MAX_CONNECTIONS = env.int("GARDEN_REDIS_MAX_CONNECTIONS", default=16)
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": GARDEN_CACHE_PREFIX,
+            "OPTIONS": {
+                "pool_class": "redis.BlockingConnectionPool",
+                "max_connections": GARDEN_REDIS_MAX_CONNECTIONS,
+                "timeout": 5,
+            },
         }
     }
 else:
