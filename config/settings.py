@@ -235,6 +235,9 @@ else:
 # The prefix of garden's keys in Redis (cache, call slots): two sites (or test runs) sharing a
 # Redis keep apart by it.
 GARDEN_CACHE_PREFIX = env.str("GARDEN_CACHE_PREFIX", default="garden")
+# Live events a process sends to the channel layer at once (the rest wait their turn), and so
+# about the connections it holds to the layer for sending.
+GARDEN_EVENT_PUSHES_IN_FLIGHT = env.int("GARDEN_EVENT_PUSHES_IN_FLIGHT", default=8)
 # Connections each process opens to Redis for its locks and slots, and for the cache: at most
 # this many each, however many threads a worker runs (a thread waits for a free one).
 GARDEN_REDIS_MAX_CONNECTIONS = env.int("GARDEN_REDIS_MAX_CONNECTIONS", default=16)

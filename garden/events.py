@@ -70,7 +70,10 @@ def _checked(event: dict[str, Any]) -> dict[str, Any]:
 class _Pusher:
     """One event loop thread per process that owns the channel layer's connections. Each
     channel's pushes are sent one after another, in the order they were made: a draft pushed
-    mid-step must not arrive after the turn that replaces it."""
+    mid-step must not arrive after the turn that replaces it. At most
+    GARDEN_EVENT_PUSHES_IN_FLIGHT sends are under way at once, the rest waiting their turn,
+    so a worker stepping a thousand rooms holds a few connections to the layer, not one per
+    room."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -79,6 +82,7 @@ class _Pusher:
         self._pending: set[Future] = set()
         # The last send of each channel; read and replaced only on the loop's thread.
         self._tails: dict[str, asyncio.Future] = {}
+        self._sending: asyncio.Semaphore | None = None
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -86,6 +90,7 @@ class _Pusher:
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="garden-events", daemon=True).start()
                 self._loop, self._pid, self._pending, self._tails = loop, os.getpid(), set(), {}
+                self._sending = asyncio.Semaphore(settings.GARDEN_EVENT_PUSHES_IN_FLIGHT)
             return self._loop
 
     def push(self, channel: str, payload: dict[str, Any]) -> None:
@@ -106,7 +111,9 @@ class _Pusher:
         try:
             if previous is not None:
                 await asyncio.wait([previous])
-            await _send(channel, payload)
+            assert self._sending is not None
+            async with self._sending:
+                await _send(channel, payload)
         finally:
             if self._tails.get(channel) is current:
                 del self._tails[channel]
