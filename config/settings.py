@@ -248,7 +248,8 @@ if REDIS_URL:
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": GARDEN_CACHE_PREFIX,
             "OPTIONS": {
-                "pool_class": "redis.BlockingConnectionPool",
+                # One pool per process for every thread's cache backend (garden/redis_conn.py).
+                "pool_class": "garden.redis_conn.SharedConnectionPool",
                 "max_connections": GARDEN_REDIS_MAX_CONNECTIONS,
                 "timeout": 5,
             },

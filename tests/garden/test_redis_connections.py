@@ -8,7 +8,6 @@ import threading
 
 import pytest
 from django.core.cache import caches
-from django.core.cache.backends.redis import RedisCache
 
 from garden import redis_conn
 
@@ -54,22 +53,19 @@ def test_the_locks_and_slots_client_opens_at_most_its_connections(bounded):
     assert len(pool._connections) <= bounded
 
 
-def test_the_cache_opens_at_most_its_connections(settings):
-    location = settings.CACHES["default"]["LOCATION"]
-    cache = RedisCache(
-        location,
-        settings.CACHES["default"]
-        | {
-            "OPTIONS": {
-                **settings.CACHES["default"].get("OPTIONS", {}),
-                "max_connections": 3,
-            }
-        },
-    )
-    errors = _all_at_once(lambda i: cache.set(f"bounded-{i}", i, 5))
+def test_every_threads_cache_shares_one_bounded_pool(settings):
+    """Django gives each thread its own cache backend; they share the process's pool."""
+    pools = set()
+
+    def use_the_cache(i: int) -> None:
+        cache = caches["default"]
+        cache.set(f"bounded-{i}", i, 5)
+        pools.add(id(cache._cache._get_connection_pool(write=True)))
+
+    errors = _all_at_once(use_the_cache)
     assert errors == []
-    pool = cache._cache._get_connection_pool(write=True)
-    assert pool.max_connections == 3 and len(pool._connections) <= 3
-    assert caches["default"]._cache._pool_options["max_connections"] == (
-        settings.GARDEN_REDIS_MAX_CONNECTIONS
-    )
+    (pool_id,) = pools
+    pool = caches["default"]._cache._get_connection_pool(write=True)
+    assert id(pool) == pool_id
+    assert pool.max_connections == settings.GARDEN_REDIS_MAX_CONNECTIONS
+    assert len(pool._connections) <= settings.GARDEN_REDIS_MAX_CONNECTIONS
