@@ -45,16 +45,18 @@ test: $(STAMP)
 	  fi; \
 	  rm -rf "$$GARDEN_VAR_DIR"; exit $$status
 
-# Benchmarks on PostgreSQL and Redis (their own database garden_bench and Redis db 2), a few
+# Benchmarks on PostgreSQL and Redis (their own database garden_bench and Redis db 2), about ten
 # minutes on 2 cores: projection cost, loop overhead per call vs a bare Celery hop and the floor
-# step (also written to $(BENCH_JSON)), and load (200 groups x 12 calls on a simulated 1 s
-# provider, 1 and 2 workers); and a step's overhead with traces and metrics on vs off.
+# step (also written to $(BENCH_JSON)), load (200 groups x 12 calls on a simulated 1 s
+# provider, 1 and 2 workers; then a thousand rooms at once on a 10 s provider, 2 workers; both
+# also as JSON beside it); and a step's overhead with traces and metrics on vs off.
 BENCH_JSON ?= var/bench-loop.json
 bench: $(STAMP)
 	@mkdir -p $(dir $(BENCH_JSON))
 	@$(PY) bench/bench_projection.py
 	@$(PY) bench/bench_loop.py --groups 40 --workers 1 2 --json $(BENCH_JSON)
-	@$(PY) bench/bench_load.py --groups 200 --latency 1 --workers 1 2
+	@$(PY) bench/bench_load.py --groups 200 --latency 1 --workers 1 2 --json $(dir $(BENCH_JSON))bench-load.json
+	@$(PY) bench/bench_load.py --groups 1000 --latency 10 --workers 2 --json $(dir $(BENCH_JSON))bench-load-1000.json
 	@$(PY) bench/bench_observe.py --json var/bench-observe.json
 
 # A peer measured on the same machine: LangGraph's durable step (its PostgreSQL checkpointer,

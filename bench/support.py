@@ -168,31 +168,10 @@ def step_queries(group) -> list[int]:
     """Statements of each step of one request of ``group``, run in this process as a worker
     runs them: one delivery that goes on in place (its first step claims its own fence; each
     later one was claimed, and its call reserved, by the write of the step before)."""
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    from groups.loop import step
     from groups.services.requests import request_create, request_start_next
+    from tests.support.driving import statements_per_step
 
     request = request_create(group=group, text="Keep digging.")
     request_start_next(group_id=group.pk)
     request.refresh_from_db()
-    counts: list[int] = []
-    one_step = step._locked_step
-
-    def counted(**kwargs):
-        start = len(queries.captured_queries)
-        try:
-            return one_step(**kwargs)
-        finally:
-            counts.append(len(queries.captured_queries) - start)
-
-    step._locked_step = counted
-    try:
-        with CaptureQueriesContext(connection) as queries:
-            step.advance_request(
-                request_id=request.pk, fence=request.fence, group_id=group.pk, steps=50
-            )
-    finally:
-        step._locked_step = one_step
-    return counts
+    return statements_per_step(request)

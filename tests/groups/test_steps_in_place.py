@@ -21,7 +21,7 @@ from groups.models import CallReservation, GroupRequest
 from groups.scheduling import ADVANCE_REQUEST
 from groups.services.requests import request_create, request_start_next
 from tests.conftest import wait_for
-from tests.support.driving import finished
+from tests.support.driving import finished, statements_per_step
 from tests.support.workers import queued_tasks
 
 ASK = {"name": "group.ask", "arguments": {"member": "ledger", "request": "One more figure."}}
@@ -198,3 +198,18 @@ def test_an_flock_held_is_always_still_ours(tmp_path):
     token = files.acquire(90_012, 1)
     assert files.extend(90_012, token, 1)
     files.release(90_012, token)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_step_in_place_is_one_statement(group_factory):
+    """Each step after the first of a delivery was claimed, and its call reserved, by the
+    write of the step before it; a member's answer and the coordinator's asks are then one
+    statement each (its record); the first step claims, reads the room and reserves too."""
+    request = started(asking_group(group_factory))
+    counts = statements_per_step(request)
+    request.refresh_from_db()
+    assert request.state == "completed" and len(counts) == 13
+    assert counts[0] >= 3
+    # The steady steps: one statement; moving to synthesis and the conclusion write more.
+    assert counts.count(1) >= 10, counts

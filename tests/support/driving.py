@@ -54,3 +54,32 @@ def finished(request: Any) -> Callable[[], bool]:
         return request.state in GroupRequest.FINISHED_STATES
 
     return check
+
+
+def statements_per_step(request: Any, *, steps: int = 50) -> list[int]:
+    """Deliver ``request`` (running) once, going on in place for up to ``steps`` steps as a
+    worker's delivery does, and return the statements each step sent to the database."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from groups.loop import step
+
+    counts: list[int] = []
+    one_step = step._locked_step
+
+    def counted(**kwargs: Any) -> Any:
+        start = len(queries.captured_queries)
+        try:
+            return one_step(**kwargs)
+        finally:
+            counts.append(len(queries.captured_queries) - start)
+
+    step._locked_step = counted
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            step.advance_request(
+                request_id=request.pk, fence=request.fence, group_id=request.group_id, steps=steps
+            )
+    finally:
+        step._locked_step = one_step
+    return counts
