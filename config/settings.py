@@ -201,6 +201,12 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int(
     default=int(4 * GARDEN_MODEL_CALL_TIMEOUT + GARDEN_STEP_CONTINUE_SECONDS),
 )
 CELERY_TASK_TIME_LIMIT = env.int("GARDEN_TASK_TIME_LIMIT", default=CELERY_TASK_SOFT_TIME_LIMIT + 60)
+# A soft limit set below four calls and the window shortens the window to fit (none left: every
+# step is its own delivery), so a delivery never runs into its soft limit.
+GARDEN_STEP_CONTINUE_SECONDS = min(
+    GARDEN_STEP_CONTINUE_SECONDS,
+    max(0.0, CELERY_TASK_SOFT_TIME_LIMIT - 4 * GARDEN_MODEL_CALL_TIMEOUT),
+)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

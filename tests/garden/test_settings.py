@@ -212,3 +212,24 @@ def test_a_transaction_left_open_by_a_stopped_process_is_ended_by_postgresql(tmp
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "-c idle_in_transaction_session_timeout=5000"
+
+
+WINDOW = (
+    "import json, django; from django.conf import settings as s; "
+    "print(json.dumps([s.GARDEN_STEP_CONTINUE_SECONDS, s.CELERY_TASK_SOFT_TIME_LIMIT]))"
+)
+
+
+def test_a_delivery_goes_on_in_place_only_within_its_soft_limit(tmp_path):
+    """By default the soft limit leaves room for four calls' worth of a step after the window;
+    one set lower shortens the window to fit, down to none (every step its own delivery)."""
+    by_default = json.loads(probe(tmp_path, code=WINDOW, GARDEN_MODEL_CALL_TIMEOUT="30").stdout)
+    assert by_default == [30.0, 150]
+    shorter = probe(
+        tmp_path, code=WINDOW, GARDEN_MODEL_CALL_TIMEOUT="30", GARDEN_TASK_SOFT_TIME_LIMIT="130"
+    )
+    assert json.loads(shorter.stdout) == [10.0, 130]
+    none_left = probe(
+        tmp_path, code=WINDOW, GARDEN_MODEL_CALL_TIMEOUT="30", GARDEN_TASK_SOFT_TIME_LIMIT="100"
+    )
+    assert json.loads(none_left.stdout) == [0.0, 100]
