@@ -64,6 +64,16 @@ def release_call(*, reservation: CallReservation, reason: str) -> None:
             )
 
 
+def give_back_ahead(*, reservation: CallReservation) -> None:
+    """Give back a call reserved ahead of its step (``groups.statements.record_step``) that
+    was never dispatched, and stop naming its agent the request's working one for that step."""
+    with transaction.atomic():
+        release_call(reservation=reservation, reason="not dispatched")
+        GroupRequest.objects.filter(
+            pk=reservation.request_id, working_fence=reservation.fence
+        ).update(working_agent=None, working_since=None)
+
+
 def consume_call(
     *, reservation: CallReservation, reason: str = "", call: PricedCall | None = None
 ) -> None:

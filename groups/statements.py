@@ -527,6 +527,8 @@ def record_step_orm(record: StepRecord) -> Recorded | None:
                 thread_last_seq=messages[-1].seq,
                 reservation=reservation,
             )
+            # As the write left them: the next call counted.
+            current = (*current[:2], *(getattr(request, name) for name in record.fields))
     return Recorded(values=tuple(current[2:]), claim=claim)
 
 
@@ -540,6 +542,7 @@ def record_step_pg(record: StepRecord) -> Recorded | None:
     call, consume = record.call, record.consume
     recorded = call.recorded() if call is not None else {}
     following = record.reserve_next
+    new_state = record.update.values.get("state")
     sql, split = _record_shape(
         tuple(record.update.values),
         tuple(recorded),
@@ -561,8 +564,15 @@ def record_step_pg(record: StepRecord) -> Recorded | None:
     reservation = None
     if following is not None:
         # The counter moves, and the row names the working agent, only below the limit.
-        limit = BUDGET_COUNTERS[following.purpose][1]
-        params += [limit, limit, following.agent_id, limit, following.at, limit]
+        _, limit, state = BUDGET_COUNTERS[following.purpose]
+        # The state the purpose needs, as the row will be (``reserve``'s condition): the
+        # state the write sets, else the row's, which SET reads as it was.
+        below = (
+            [limit, state]
+            if new_state is None
+            else [limit, state if new_state == state else "", state]
+        )
+        params += [*below, *below, following.agent_id, *below, following.at, *below]
         reservation = CallReservation(
             purpose=following.purpose,
             agent_id=following.agent_id,
@@ -632,7 +642,11 @@ def _record_shape(
         # since when and at which fence (the next one); the row's new working fence equal
         # to its new fence then says the call was counted.
         counter = _q(BUDGET_COUNTERS[reserves][0])
-        below = f"{counter} < %s"
+        below = (
+            f'{counter} < %s AND "state" = %s'
+            if "state" not in names
+            else f"{counter} < %s AND %s = %s"
+        )
         sets += [
             f"{counter} = {counter} + CASE WHEN {below} THEN 1 ELSE 0 END",
             f'"working_agent_id" = CASE WHEN {below} THEN %s ELSE "working_agent_id" END',

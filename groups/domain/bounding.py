@@ -279,7 +279,11 @@ LEAST_BLOCK_CHARS = len(" [oversized: 0 chars not carried]")
 
 def least_chars(turn: Turn, cap_chars: int) -> int:
     """The fewest characters ``turn`` can take in a projection bounded to ``cap_chars`` that
-    keeps it (kept with the turn, which a process keeps from step to step)."""
+    keeps it (kept with the turn, which a process keeps from step to step). None for a turn
+    some projection leaves out whole: an activity line (never shown) and a member's answer to
+    an ask (the asker reads it in its own call's result)."""
+    if turn.kind == "activity" or turn.reply_to_call_id:
+        return 0
     key = (_LEAST, cap_chars)
     least = turn.rendered.get(key)
     if least is None:

@@ -135,34 +135,42 @@ def advance_request(
                         break
                     following_step: NextStep = following.key
                     if not _may_go_on(began):
-                        _give_back(following_step.claim)
                         break
                     try:
                         slot = group_lock_keep_with_slot(group_id, token, owner_id=owner_id)
                     except LockLost:
-                        _give_back(following_step.claim)
                         break
                     effects.take_continuation()
                     # This step's events reach the room now, not when the delivery ends.
                     events.push_deferred(effects)
                     fault_point("after_write")
                     ran += 1
-                    outcome = _locked_step(
-                        request_id=request_id,
-                        fence=following_step.fence,
-                        group_id=group_id,
-                        owner_id=owner_id,
-                        attempt=1,
-                        first_at=None,
-                        waits=0,
-                        tools=False,
-                        lock="extended",
-                        slot=slot,
-                        claimed=following_step.claim,
-                        goes_on=ran < steps and _may_go_on(began),
-                    )
+                    try:
+                        outcome = _locked_step(
+                            request_id=request_id,
+                            fence=following_step.fence,
+                            group_id=group_id,
+                            owner_id=owner_id,
+                            attempt=1,
+                            first_at=None,
+                            waits=0,
+                            tools=False,
+                            lock="extended",
+                            slot=slot,
+                            claimed=following_step.claim,
+                            goes_on=ran < steps and _may_go_on(began),
+                        )
+                    except Exception:
+                        # The task's retry delivers its first fence, long since passed: this
+                        # step goes back to the broker at its own, once the lock is released
+                        # (its claim, if its write made one, is taken over as a lost one's).
+                        effects.sends.append(following.deliver)
+                        raise
                 return outcome
         finally:
+            # A next step sent rather than run in place does not make the call reserved for it.
+            if effects.continuation is not None:
+                _give_back(getattr(effects.continuation.key, "claim", None))
             events.push_deferred(effects)
             fault_point("after_write")
 
@@ -171,7 +179,7 @@ def _give_back(claim: Claim | None) -> None:
     """The call reserved ahead for a step this delivery will not run: given back, never
     dispatched (the step the broker delivers instead reserves its own)."""
     if claim is not None and claim.reservation is not None:
-        budget.release_call(reservation=claim.reservation, reason="not dispatched")
+        budget.give_back_ahead(reservation=claim.reservation)
 
 
 def _may_go_on(began: float) -> bool:
@@ -267,12 +275,12 @@ def _step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepO
     """The step's work once its fence is claimed; a call the step before reserved for it
     (``room.reserved_ahead``) is its reservation when it makes that call, and is given back
     (never dispatched) when it makes another or none."""
-    ahead = room.reserved_ahead
     try:
         return _claimed_step(room, slot=slot, attempt=attempt, first_at=first_at)
     finally:
-        if ahead is not None and room.reserved_ahead is not None:
-            budget.release_call(reservation=ahead, reason="not dispatched")
+        if room.reserved_ahead is not None:
+            budget.give_back_ahead(reservation=room.reserved_ahead)
+            room.reserved_ahead = None
 
 
 def _claimed_step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) -> StepOutcome:
@@ -316,12 +324,15 @@ def _claimed_step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) 
     with slot:
         if request.waiting_for:
             stop_waiting(room)
-        ahead = room.reserved_ahead
+        ahead, room.reserved_ahead = room.reserved_ahead, None
         if ahead is not None and (ahead.purpose, ahead.agent_id) == (purpose, speaker.pk):
             # Reserved by the write that claimed this fence: this is the call it named.
-            room.reserved_ahead = None
             reservation, reserved_at = ahead, ahead.created_at
         else:
+            if ahead is not None:
+                # Reserved for another call (the roster or the state moved since): given back
+                # before this one is reserved, so it does not count against it.
+                budget.give_back_ahead(reservation=ahead)
             reserved_at = timezone.now()
             reservation = budget.reserve_call(
                 request_id=request.pk,

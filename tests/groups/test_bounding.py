@@ -362,14 +362,15 @@ def long_room(requests: int, *, words: int = 8) -> list[Turn]:
     through group.ask, Ledger answers, Concierge's call gets its answer, Concierge concludes."""
     turns: list[Turn] = []
 
-    def say(kind: str, agent: AgentView | None, *blocks: Block) -> None:
+    def say(speaker_kind: str, agent: AgentView | None, *blocks: Block, **more) -> None:
         turns.append(
             Turn(
                 seq=len(turns) + 1,
-                speaker_kind=kind,
+                speaker_kind=speaker_kind,
                 speaker_agent_id=agent.id if agent else None,
                 speaker_handle=agent.handle if agent else None,
                 content=blocks,
+                **more,
             )
         )
 
@@ -378,7 +379,9 @@ def long_room(requests: int, *, words: int = 8) -> list[Turn]:
         call = f"call_{r % 3}"  # ids reused, as some providers do
         say("owner", None, TextBlock(f"Request {r}: {text}"))
         say("agent", CONCIERGE, ToolCall(call, "group.ask", {"member": "ledger", "request": text}))
-        say("agent", LEDGER, TextBlock(f"Answer {r}: {text}"))
+        say("agent", CONCIERGE, TextBlock(f"Concierge asked Ledger: {text}"), kind="activity")
+        # Shown to everyone but Concierge, who reads it in its call's result.
+        say("agent", LEDGER, TextBlock(f"Answer {r}: {text}"), reply_to_call_id=call)
         say("agent", CONCIERGE, ToolResult(call, f"@ledger said: {text}"))
         say("agent", CONCIERGE, TextBlock(f"Conclusion {r}: {text}"))
     say("owner", None, TextBlock("The request now."))

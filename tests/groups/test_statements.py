@@ -463,6 +463,8 @@ AHEAD = [
     ("running", "working", WORKING_CALLS, False),  # the working budget is spent
     ("synthesizing", "synthesis", 0, True),
     ("synthesizing", "synthesis", SYNTHESIS_CALLS, False),
+    ("running", "synthesis", 0, False),  # not the state its purpose is spent in
+    ("synthesizing", "working", 1, False),
 ]
 
 

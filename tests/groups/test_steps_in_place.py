@@ -47,6 +47,17 @@ def started(group) -> GroupRequest:
     return request
 
 
+def started_alone(group_factory) -> GroupRequest:
+    """A running request whose first step this test delivers itself: the broker emptied of
+    its message."""
+    from config.celery import app
+
+    app.control.purge()
+    request = started(asking_group(group_factory))
+    app.control.purge()
+    return request
+
+
 def calls_of(request) -> list[str]:
     """The request's calls: its reservations, but those given back undispatched."""
     return list(
@@ -131,9 +142,7 @@ def test_a_delivery_that_may_not_go_on_sends_the_next_step(
         monkeypatch.setattr("groups.loop.step.group_lock_keep_with_slot", taken_over)
     from config.celery import app
 
-    app.control.purge()
-    request = started(asking_group(group_factory))
-    app.control.purge()  # the first step's message: this test delivers it itself
+    request = started_alone(group_factory)
     advance_request(request_id=request.pk, fence=request.fence, group_id=request.group_id, steps=50)
     request.refresh_from_db()
     assert request.state == "running" and calls_of(request) == ["working"]
@@ -213,3 +222,73 @@ def test_a_step_in_place_is_one_statement(group_factory):
     assert counts[0] >= 3
     # The steady steps: one statement; moving to synthesis and the conclusion write more.
     assert counts.count(1) >= 10, counts
+
+
+@pytest.mark.redis
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_that_cannot_be_kept_gives_the_call_back_and_sends_the_step(
+    group_factory, monkeypatch
+):
+    """Redis failing between two steps: the delivery fails (its task retries), the call its
+    last write reserved ahead is given back, and the next step is on the broker."""
+    from redis.exceptions import ConnectionError as RedisDown
+
+    from config.celery import app
+
+    def down(group_id, token, *, owner_id):
+        raise RedisDown("no connection available")
+
+    monkeypatch.setattr("groups.loop.step.group_lock_keep_with_slot", down)
+    request = started_alone(group_factory)
+    with pytest.raises(RedisDown):
+        advance_request(
+            request_id=request.pk, fence=request.fence, group_id=request.group_id, steps=50
+        )
+    request.refresh_from_db()
+    assert calls_of(request) == ["working"] and queued_tasks() == 1
+    (given_back,) = CallReservation.objects.filter(request=request, status="released")
+    assert given_back.reason == "not dispatched"
+    # Nobody is said to be working on a call that never went out.
+    assert request.working_agent_id is None
+    app.control.purge()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_in_place_that_fails_is_sent_again_at_its_own_fence(group_factory, monkeypatch):
+    """The task's retry would deliver its first fence, long passed: the step that failed in
+    place goes back to the broker itself, and the request goes on from there."""
+    from django.db import OperationalError
+
+    from config.celery import app
+    from groups.loop import step
+
+    real = step.claimed_room
+    failures = [OperationalError("the connection dropped")]
+
+    def once(claim):
+        if failures:
+            raise failures.pop()
+        return real(claim)
+
+    monkeypatch.setattr(step, "claimed_room", once)
+    request = started_alone(group_factory)
+    with pytest.raises(OperationalError):
+        advance_request(
+            request_id=request.pk, fence=request.fence, group_id=request.group_id, steps=50
+        )
+    request.refresh_from_db()
+    assert queued_tasks() == 1
+    app.control.purge()
+    # That step, delivered (at the fence its predecessor completed), goes on.
+    assert (
+        advance_request(
+            request_id=request.pk,
+            fence=request.completed_fence,
+            group_id=request.group_id,
+            steps=50,
+        )
+        == "completed"
+    )
+    request.refresh_from_db()
+    assert request.state == "completed"
+    assert calls_of(request).count("synthesis") == 1
