@@ -95,19 +95,27 @@ def record_reply(
             )
             return StepOutcome.COMPLETED
         w.append(speaker=speaker, content=content)
+        team = not room.group.is_solo
+
+        def loop_handled(call: ToolCall) -> bool:
+            if is_coordinator:
+                return team and call.name == "group.ask"
+            return team and call.name == "group.request_help"
+
+        # A call that waits ends the turn: nothing else the reply asked for runs, not even
+        # the asks and the help the loop itself would have scheduled.
+        approval_call = next((c for c in calls if c.id in waits and not loop_handled(c)), None)
+        if approval_call is not None:
+            return suspend_for_approval(w, speaker, approval_call, calls, [], queue)
         results: list[dict] = []
         pending: list[ToolCall] = []
-        team = not room.group.is_solo
         for call in calls:
-            if team and is_coordinator and call.name == "group.ask":
-                results += ask(w, speaker, call, queue)
-            elif team and not is_coordinator and call.name == "group.request_help":
-                results += request_help(w, speaker, call, queue)
-            else:
+            if not loop_handled(call):
                 pending.append(call)
-        approval_call = next((c for c in pending if c.id in waits), None)
-        if approval_call is not None:
-            return suspend_for_approval(w, speaker, approval_call, pending, results, queue)
+            elif is_coordinator:
+                results += ask(w, speaker, call, queue)
+            else:
+                results += request_help(w, speaker, call, queue)
         if results:
             w.append(speaker=speaker, content=results)
         if not pending:

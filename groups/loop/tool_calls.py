@@ -331,8 +331,10 @@ def suspend_for_approval(
 ) -> StepOutcome:
     """A tool call that needs approval suspends the whole request until a person decides.
 
-    The other calls of the same reply are answered as not run, so nothing else in this turn
-    runs; the approved action itself runs exactly once later. A member's pause ends the
+    ``pending`` is every call of the reply: the others — the asks and requests for help the
+    loop would have scheduled among them — are answered as not run, so nothing else in this
+    turn runs, before or after the decision; the approved action itself runs exactly once
+    later. A member's pause ends the
     coordinator's turn too: the other asks of that turn waiting behind the member are
     answered as not run and leave the queue, so once the member is done the coordinator
     speaks next (and asks again if it still wants them).

@@ -451,3 +451,141 @@ def test_a_members_pause_ends_the_coordinators_turn_and_its_other_calls_do_not_r
     from garden.models import MemoryNote
 
     assert not MemoryNote.objects.exists()
+
+
+def _spoke(request) -> list[str]:
+    """The handles of the agents that said something in ``request``, in order."""
+    return [
+        m.speaker_agent.handle
+        for m in Message.objects.filter(request=request, kind="turn", speaker_kind="agent")
+        .select_related("speaker_agent")
+        .order_by("seq")
+        if any(b["type"] == "text" and b.get("text") for b in m.content)
+    ]
+
+
+def _result_of(request, name: str) -> dict:
+    calls = {
+        b["id"]: b["name"]
+        for m in Message.objects.filter(request=request)
+        for b in m.content
+        if b["type"] == "tool_call"
+    }
+    (found,) = [
+        b
+        for m in Message.objects.filter(request=request)
+        for b in m.content
+        if b["type"] == "tool_result" and calls.get(b["call_id"]) == name
+    ]
+    return found
+
+
+def test_help_asked_beside_a_call_that_waits_is_not_run_and_the_helper_never_speaks(
+    celery_worker_thread, group_factory, owner
+):
+    """Ledger's one reply asks for Advisor's help and writes a file that waits for approval:
+    the pause ends the turn, so the help is answered NOT_RUN at once (never "Scheduled…"),
+    and after the approval Advisor is never run from the paused turn."""
+    help_advisor = {
+        "name": "group.request_help",
+        "arguments": {"member": "advisor", "request": "Check my plan."},
+    }
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Written."},
+                {"reply": {"tool_calls": [help_advisor, WRITE]}},
+            ],
+            "advisor": [{"reply": "Plan checked."}],
+        },
+    )
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    ledger.delegation_allowlist.add(Agent.objects.get(owner=owner, handle="advisor"))
+    Agent.objects.filter(pk=ledger.pk).update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
+    request = request_create(group=group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    helped = _result_of(request, "group.request_help")
+    assert helped["is_error"] and helped["content"].startswith("NOT_RUN"), helped
+    assert not Message.objects.filter(request=request, kind="coordination", speaker_agent=ledger)
+    approval_decide(user=owner, approval_id=approval.pk, decision="approve")
+    wait_for(lambda: state_of(request) == "completed", timeout=30)
+    worker_quiescent()
+    assert Artifact.objects.filter(title="Savings plan").count() == 1
+    assert _spoke(request) == ["ledger", "concierge"]
+    assert not Message.objects.filter(request=request, speaker_agent__handle="advisor").exists()
+
+
+def test_the_asks_beside_a_coordinators_own_call_that_waits_do_not_run_after_a_rejection(
+    celery_worker_thread, group_factory, owner
+):
+    """Concierge's one reply asks Ledger and writes a file itself, which waits for approval:
+    the ask is answered NOT_RUN with the pause, and after a rejection Ledger never speaks;
+    the coordinator's turn is what comes next."""
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Nothing was written."},
+            {"reply": {"tool_calls": [ASK_LEDGER, WRITE]}},
+        ],
+        members={"ledger": [{"reply": "Saved the plan."}]},
+    )
+    Agent.objects.filter(pk=group.coordinator_id).update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
+    request = request_create(group=group, text="Write down the savings plan.")
+    approval = pending_approval(request)
+    assert approval.agent_id == group.coordinator_id
+    asked = _result_of(request, "group.ask")
+    assert asked["is_error"] and asked["content"].startswith("NOT_RUN"), asked
+    request.refresh_from_db()
+    assert request.queue == []
+    approval_decide(user=owner, approval_id=approval.pk, decision="reject")
+    wait_for(lambda: state_of(request) == "completed", timeout=30)
+    worker_quiescent()
+    assert Artifact.objects.count() == 0
+    assert not Message.objects.filter(request=request, speaker_agent__handle="ledger").exists()
+    assert _spoke(request) == ["concierge"]
+
+
+@pytest.mark.django_db
+def test_a_document_written_before_stop_stays_written(group_factory, owner):
+    """Stop ends the request; what completed before it (a document Ledger wrote without
+    asking) stays in the library and in the thread, while the action that waited is
+    rejected and never runs."""
+    from garden.models import MemoryNote
+    from tests.support.driving import drive
+
+    figures = {"name": "file.write", "arguments": {"title": "Figures", "content": "Rent 1,400."}}
+    remember = {"name": "memory.remember", "arguments": {"text": "Rent is 1,400."}}
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": {"tool_calls": [remember]}},
+                {"reply": {"tool_calls": [figures]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["file.write", "memory.remember"], approval_tools=["memory.remember"]
+    )
+    request = request_create(group=group, text="Write it all down.")
+    drive(request, "awaiting_approval")
+    written = Artifact.objects.get(title="Figures")
+    request_stop_active(group=group)
+    drive(request)
+    assert request.state == "stopped"
+    written.refresh_from_db()
+    assert written.conversation_id == request.conversation_id and written.content == "Rent 1,400."
+    result = _result_of(request, "file.write")
+    assert not result["is_error"] and "Figures" in result["content"]
+    assert Approval.objects.get(request=request).status == "rejected"
+    assert not MemoryNote.objects.exists()

@@ -177,3 +177,43 @@ def test_a_request_for_help_is_spoken_by_the_asking_member_not_the_coordinator(
     assert not any(
         line.startswith("@concierge") and "Check my plan." in line for line in room.splitlines()
     )
+
+
+def test_help_between_members_spends_from_the_requests_twelve(group_factory, owner):
+    """Every call help brings about is reserved on the request's row like any other: a helper's
+    own call is one of the eleven, and two members who keep asking each other for help end
+    at the working budget, with the conclusion still the reserved twelfth."""
+    from groups.models import CallReservation
+
+    help_ledger = {
+        "name": "group.request_help",
+        "arguments": {"member": "ledger", "request": "Check again."},
+    }
+    group = group_factory(
+        concierge_rules=[{"reply": {"tool_calls": [ASK_LEDGER]}}],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [HELP]}},
+            ],
+            "advisor": [
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [help_ledger]}},
+            ],
+        },
+    )
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    advisor = Agent.objects.get(owner=owner, handle="advisor")
+    ledger.delegation_allowlist.add(advisor)
+    advisor.delegation_allowlist.add(ledger)
+    request = request_create(group=group, text="Go.")
+    drive(request, limit=80)
+    assert request.state == "completed", request.outcome
+    assert (request.working_reserved, request.synthesis_reserved) == (11, 1)
+    working = CallReservation.objects.filter(request=request, purpose="working")
+    assert working.count() == 11
+    by_agent = {h: working.filter(agent__handle=h).count() for h in ("ledger", "advisor")}
+    assert by_agent["advisor"] >= 4 and by_agent["ledger"] >= 4, by_agent
+    assert CallReservation.objects.get(request=request, purpose="synthesis").agent_id == (
+        group.coordinator_id
+    )
