@@ -357,6 +357,27 @@ def test_patch_changes_name_coordinator_and_membership_in_list_order(api, team, 
     ]
 
 
+def test_a_removed_member_kept_in_the_list_stays_when_only_the_coordinator_changes(
+    api, team, owner
+):
+    # The Members editor sends the whole list back: a removed member it still names is kept,
+    # not re-checked, while the coordinator moves to another member.
+    group = group_create(owner=owner, name="Old", members=[team["ledger"].pk, team["advisor"].pk])
+    Agent.objects.filter(pk=team["advisor"].pk).update(removed_at=timezone.now())
+
+    changed = api.patch(
+        f"/api/groups/{group.pk}",
+        {
+            "members": [team["concierge"].pk, team["ledger"].pk, team["advisor"].pk],
+            "coordinator": team["ledger"].pk,
+        },
+    )
+    assert changed.status_code == 200, changed.content
+    assert member_handles(changed.json()) == ["concierge", "ledger", "advisor"]
+    assert changed.json()["coordinator"]["id"] == team["ledger"].pk
+    assert changed.json()["members"][2]["removed"] is True
+
+
 def test_a_removed_member_does_not_block_a_rename_and_can_be_taken_out(api, team, owner):
     group = group_create(owner=owner, name="Old", members=[team["ledger"].pk, team["advisor"].pk])
     Agent.objects.filter(pk=team["advisor"].pk).update(removed_at=timezone.now())

@@ -102,9 +102,30 @@
     $("member-rows").replaceChildren(...rows);
   }
 
+  // A removed agent is no candidate, so the page has no box for it: a member removed from the
+  // site gets one here, ticked, so a save keeps it until the owner unticks it (only what a change
+  // brings in is checked). A removed coordinator stays choosable, so a save keeps it too.
+  function offerRemovedMembers(form) {
+    form.querySelectorAll("[data-removed-member]").forEach((node) => node.remove());
+    const fieldset = form.querySelector(".members-field");
+    const select = form.elements.coordinator;
+    for (const m of room.group.members.filter((member) => member.removed)) {
+      const label = `${m.name} (removed)`;
+      fieldset.querySelector("[data-error-for=members]").before(make("label",
+        { className: "member-option", "data-removed-member": "" },
+        make("input", { type: "checkbox", name: "members", value: String(m.id) }),
+        face(m, { small: true }), make("span", { text: label }),
+        make("span", { className: "handle", text: `@${m.handle}` })));
+      if (m.id === room.group.coordinator.id) {
+        select.append(make("option", { value: String(m.id), "data-removed-member": "", text: label }));
+      }
+    }
+  }
+
   const actions = {
     members() {
       const form = $("members-form");
+      offerRemovedMembers(form);
       const ids = new Set(room.group.members.map((m) => m.id));
       form.querySelectorAll("input[name=members]").forEach((box) => { box.checked = ids.has(Number(box.value)); });
       form.elements.coordinator.value = String(room.group.coordinator.id);
