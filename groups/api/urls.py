@@ -6,7 +6,7 @@ need routes that begin with a slash, which Django's check flags (urls.W002).
 
 from django.urls import path
 
-from . import views, webhooks
+from . import search, views, webhooks
 
 urlpatterns = [
     path("groups", views.GroupListCreateApi.as_view(), name="groups"),
@@ -15,6 +15,7 @@ urlpatterns = [
     path("groups/<int:group_id>/restore", views.GroupRestoreApi.as_view(), name="group-restore"),
     path("groups/<int:group_id>/clear", views.GroupClearApi.as_view(), name="group-clear"),
     path("groups/<int:group_id>/archive", views.GroupArchiveApi.as_view(), name="group-archive"),
+    path("search", search.SearchApi.as_view(), name="search"),
     path("webhooks", webhooks.WebhookListCreateApi.as_view(), name="webhooks"),
     path("webhooks/<int:endpoint_id>", webhooks.WebhookDetailApi.as_view(), name="webhook"),
     path(
