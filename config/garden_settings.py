@@ -185,6 +185,10 @@ GARDEN_PURGE_ON_READ = env.int("GARDEN_PURGE_ON_READ", default=5)
 # One page of a room's transcript (GET …/messages) carries at most this many characters of
 # turns (and at most 500 turns); the page after it is one request away.
 GARDEN_ROOM_PAGE_CHARS = env.int("GARDEN_ROOM_PAGE_CHARS", default=2_000_000)
+# An export of a room's history (GET …/export) is built whole in memory and sent once the
+# database connection is handed back: a history that would pass this many bytes is refused
+# (413 EXPORT_TOO_LARGE) instead.
+GARDEN_EXPORT_MAX_BYTES = env.int("GARDEN_EXPORT_MAX_BYTES", default=20_000_000)
 # The largest room cap an owner may set on a group (characters of the room sent per call):
 # every member turn re-sends the room, so the cap is also a cost the operator bounds.
 GARDEN_MAX_ROOM_CAP_CHARS = env.int("GARDEN_MAX_ROOM_CAP_CHARS", default=400_000)

@@ -3,7 +3,7 @@ of approvals, under ``api/``."""
 
 from django.urls import path
 
-from . import conversations
+from . import conversations, exports
 from . import requests as views
 
 urlpatterns = [
@@ -24,6 +24,7 @@ urlpatterns = [
         name="group-request-cancel",
     ),
     path("groups/<int:group_id>/stop", views.GroupStopApi.as_view(), name="group-stop"),
+    path("groups/<int:group_id>/export", exports.GroupExportApi.as_view(), name="group-export"),
     path("groups/<int:group_id>/memory", views.GroupMemoryApi.as_view(), name="group-memory"),
     path(
         "groups/<int:group_id>/memory/import",
@@ -54,6 +55,11 @@ urlpatterns = [
         "conversations/<int:conversation_id>/stop",
         conversations.ConversationStopApi.as_view(),
         name="conversation-stop",
+    ),
+    path(
+        "conversations/<int:conversation_id>/export",
+        exports.ConversationExportApi.as_view(),
+        name="conversation-export",
     ),
     path("approvals", views.ApprovalListApi.as_view(), name="approvals"),
     path(
