@@ -21,6 +21,7 @@ from garden.selectors import conversation_get
 from groups.selectors import group_get, group_list, request_active, solo_rooms
 from groups.services.requests import solo_room_for
 from notifications.payloads import owner_channel
+from operator_messages.driver import OPERATOR_CHANNEL
 
 FORBIDDEN = 4403
 TOO_MANY_SOCKETS = 4429
@@ -46,6 +47,17 @@ def _roster_groups(user: Any) -> list[int] | None:
         *group_list(owner=user).values_list("pk", flat=True),
         *solo_rooms(owner=user).values_list("pk", flat=True),
     ]
+
+
+# Who sees the gardener's channel: staff who may read the operator-messages admin.
+OPERATOR_PERMISSION = "operator_messages.view_operatormessagerun"
+
+
+@database_sync_to_async
+def _operator(user: Any) -> bool:
+    if not (user and user.is_authenticated and user.is_active and user.is_staff):
+        return False
+    return user.has_perm(OPERATOR_PERMISSION)
 
 
 @database_sync_to_async
@@ -220,3 +232,26 @@ class RosterConsumer(_OwnersSocket):
         for one in events:
             if one.get("type") in ROSTER_EVENTS:
                 await self.send_json(one)
+
+
+# What the operator channel carries that the operator-messages admin shows as it happens.
+OPERATOR_EVENTS = frozenset({"tend.finished"})
+
+
+class OperatorConsumer(_OwnersSocket):
+    """The operator-messages admin's socket: the gardener's channel (a tend run finished, and
+    whether it left a note), for staff who may read that admin only."""
+
+    metrics_kind = "operator"
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if not await _operator(user):
+            await self.refuse(FORBIDDEN)
+            return
+        await self.join(user, (OPERATOR_CHANNEL,))
+
+    async def garden_event(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if event.get("type") in OPERATOR_EVENTS:
+            await self.send_json(event)
