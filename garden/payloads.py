@@ -50,6 +50,12 @@ class MessageOutput(serializers.Serializer):
     request = serializers.IntegerField(source="request_id", allow_null=True)
     addressed_agent = serializers.IntegerField(source="addressed_agent_id", allow_null=True)
     created_at = serializers.DateTimeField(allow_null=True)
+    stopped = serializers.SerializerMethodField(
+        help_text="Stop cut this turn short: its text is what was streamed until then."
+    )
+
+    def get_stopped(self, message: Message) -> bool:
+        return message.stopped_at is not None
 
 
 # One instance of each, its fields bound once: serialising is read-only, so threads share them.

@@ -33,6 +33,7 @@ TURN_INSERTED = (
     "reply_to_call_id",
     "step",
     "created_at",
+    "stopped_at",
 )
 
 

@@ -111,6 +111,11 @@ class Message(models.Model):
         null=True, blank=True, help_text="The request fence of the step that wrote this turn."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    stopped_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When Stop cut this turn short: it holds what was streamed until then.",
+    )
 
     class Meta:
         ordering = ["conversation_id", "seq"]

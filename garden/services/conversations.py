@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -60,6 +61,7 @@ def message_append(
     addressed_agent: Agent | None = None,
     reply_to_call_id: str = "",
     step: int | None = None,
+    stopped_at: datetime | None = None,
     channel: str | None = None,
 ) -> Message:
     """Append one turn with the next seq and push it after commit.
@@ -77,6 +79,7 @@ def message_append(
         addressed_agent=addressed_agent,
         reply_to_call_id=reply_to_call_id,
         step=step,
+        stopped_at=stopped_at,
     )
     return messages_append(conversation_id=conversation_id, messages=[message], channel=channel)[0]
 

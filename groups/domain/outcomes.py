@@ -14,6 +14,7 @@ class StepOutcome(StrEnum):
     WAITING_FOR_TOKEN_BUDGET = "waiting_for_token_budget"  # this minute's budget is spent
     WAITING_FOR_TOOLS = "waiting_for_tools"  # the reply is recorded; its tools wait for a slot
     RETRY = "retry"  # the call failed retryably: the same fence is tried again
+    STOPPED = "stopped"  # Stop ended the request while the call streamed: the call is dropped
     # The step went on with the request.
     ASKED = "asked"  # the coordinator asked members
     HELPED = "helped"  # a member asked for help (or its tools were answered by the loop)

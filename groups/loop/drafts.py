@@ -1,6 +1,7 @@
 """The draft of a reply being generated: its text pushed to the room as the model writes it,
-throttled, and never stored — the step writes the turn once, whole, under its fence, so a step
-that is stopped or goes stale leaves nothing behind but a draft the page drops."""
+throttled. The step writes the turn once, whole, under its fence; what the room was shown is
+also kept for Stop, which stores it as the turn when it cuts the call short
+(``groups.services.stopped_turns``), and a draft that hears of a stop ends the stream."""
 
 from __future__ import annotations
 
@@ -13,12 +14,20 @@ from django.conf import settings
 from garden import events
 from garden.models import Agent
 from groups.payloads import draft_event
+from groups.services.stopped_turns import draft_keep, is_stopped
 
 log = logging.getLogger(__name__)
 
 # At most one draft per step this often: a page redraws fast enough to read along, and a
 # reply quicker than this (the scripted default) pushes none.
 DRAFT_INTERVAL = 0.15
+# A streaming step looks for a stop this often: one cache read, however fast the text comes.
+STOP_CHECK_INTERVAL = 0.5
+
+
+class CallStopped(Exception):
+    """Stop ended the request while its reply streamed: the call is abandoned, and what the
+    room was shown is the turn Stop kept."""
 
 
 class Draft:
@@ -49,13 +58,19 @@ class Draft:
         self._clock = clock
         self._last = clock()
         self._pending: list[str] = []  # pieces not pushed yet, joined once when pushed
+        self._shown: list[str] = []  # what was pushed, in order
         self._sent = 0  # characters pushed so far
+        self._checked = self._last
 
     def __call__(self, piece: str) -> None:
+        now = self._clock()
+        if now - self._checked >= STOP_CHECK_INTERVAL:
+            self._checked = now
+            if is_stopped(self.request_id):
+                raise CallStopped(f"request {self.request_id} was stopped")
         if self._sent >= self._limit:
             return
         self._pending.append(piece)
-        now = self._clock()
         if now - self._last >= self._interval:
             self._last = now
             delta = "".join(self._pending)[: self._limit - self._sent]
@@ -63,11 +78,22 @@ class Draft:
             if delta:
                 self._push(delta, offset=self._sent)
                 self._sent += len(delta)
+                self._shown.append(delta)
+                draft_keep(
+                    request_id=self.request_id,
+                    fence=self.step,
+                    agent_id=self.speaker.pk,
+                    text="".join(self._shown),
+                )
 
     def discard(self) -> None:
-        """The call failed: the room drops what it was shown (an empty draft)."""
+        """The call failed: the room drops what it was shown (an empty draft), and Stop finds
+        nothing of it to keep."""
         if self._sent:
             self._push("", offset=0)
+            draft_keep(
+                request_id=self.request_id, fence=self.step, agent_id=self.speaker.pk, text=""
+            )
 
     def _push(self, text: str, *, offset: int) -> None:
         try:

@@ -29,7 +29,7 @@ from groups.faults import fault_point
 from groups.group_lock import group_lock, group_lock_keep_with_slot
 from groups.loop.asks import begin_synthesis, skip_member
 from groups.loop.claim import claim_room, claimed_room
-from groups.loop.drafts import Draft
+from groups.loop.drafts import CallStopped, Draft
 from groups.loop.failures import after_failure, end_without_summary
 from groups.loop.fencing import StaleStep, fenced
 from groups.loop.replies import record_reply
@@ -369,6 +369,11 @@ def _claimed_step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) 
         except ProviderError as exc:
             failure = exc
             draft.discard()
+        except CallStopped:
+            # Stop kept what the room was shown and counted the call; a call it found nothing
+            # of to keep is counted here. Nothing else of this step is written.
+            budget.consume_call(reservation=reservation, reason="stopped")
+            return StepOutcome.STOPPED
         _count_call(speaker, purpose, failure, None if failure else reply, called)
     # The owner's slot is free again before anything is recorded or any tool runs.
     if failure is None:

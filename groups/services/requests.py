@@ -5,6 +5,7 @@ its own room), start, stop, cancel and finish; the sweep of stranded ones is in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -30,6 +31,7 @@ from groups.domain.routing import Contribution, parse_mentions
 from groups.models import Approval, Group, GroupRequest
 from groups.payloads import approval_event, request_event
 from groups.services.queue_limits import check_queue_room
+from groups.services.stopped_turns import drafts_kept, stop_announce, stopped_turn_record
 from groups.services.webhook_deliveries import webhook_deliveries_for_request
 from groups.services.webhooks import webhook_named_check
 from groups.signals import approvals_changed_on_commit, request_finished
@@ -108,7 +110,9 @@ def request_stop_active(
 ) -> GroupRequest | None:
     """Stop the group's active request, rejecting its pending approval.
 
-    Effects already completed stay completed. ``include_queued`` also stops the requests
+    Effects already completed stay completed, and so does what was said: the text a step
+    was streaming is kept as its speaker's turn, marked stopped (``stopped_turns``), and that
+    step is told to stop streaming. ``include_queued`` also stops the requests
     waiting behind it (clear and delete do). ``conversation_id`` stops only that thread's
     (an agent's 1:1 conversation, whose room the agent's other conversations share).
     Returns the stopped active request, if any.
@@ -116,6 +120,14 @@ def request_stop_active(
     states = [*GroupRequest.ACTIVE_STATES]
     if include_queued:
         states.append(GroupRequest.State.QUEUED)
+    # What a step still streaming has shown, read before the transaction (network I/O).
+    drafts = drafts_kept(
+        list(
+            GroupRequest.objects.filter(
+                group_id=group.pk, state__in=GroupRequest.ACTIVE_STATES
+            ).values_list("pk", "fence")
+        )
+    )
     with transaction.atomic():
         lock_order.lock_group(group.pk)
         active = None
@@ -123,6 +135,9 @@ def request_stop_active(
             if conversation_id is not None and request.conversation_id != conversation_id:
                 continue
             was_active = request.state in GroupRequest.ACTIVE_STATES
+            if was_active:
+                stopped_turn_record(request=request, draft=drafts.get(request.pk))
+                transaction.on_commit(functools.partial(stop_announce, request.pk))
             request_finish(
                 request=request,
                 state=GroupRequest.State.STOPPED,

@@ -106,6 +106,7 @@ def test_turns_are_written_in_order_with_the_callers_row_update(thread, concierg
             "addressed_agent_id": concierge.pk,
             "reply_to_call_id": "",
             "step": 3,
+            "stopped_at": None,
         },
         {
             "conversation_id": thread.pk,
@@ -121,6 +122,7 @@ def test_turns_are_written_in_order_with_the_callers_row_update(thread, concierg
             "addressed_agent_id": None,
             "reply_to_call_id": "c1",
             "step": None,
+            "stopped_at": None,
         },
     ]
 
