@@ -1,18 +1,29 @@
 """The seed's scenario on scripted models: "Household finances" with Concierge, Ledger and
-Finance Advisor. Used by ``manage.py demo`` and by the tests of the loop."""
+Finance Advisor — the one definition of the starter team (``HOUSEHOLD_FINANCES``), made by
+``manage.py demo``, by the dashboard's **Create the Household finances team** and by the
+tests of the loop."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from garden.models import Agent
-from garden.services.accounts import model_account_create
-from garden.services.agents import agent_builtins_ensure, agent_create
+from garden.services.accounts import model_account_create, scripted_account_for
+from garden.services.agents import agent_builtins_ensure, agent_create, agent_update
+from garden.services.maker_script import MAKE_AGENT_RULE, MAKER_RESULT_RULES, UNDERSTOOD
 from groups.models import Group, Membership
 
 CONCIERGE_SCRIPT = {
     "rules": [
+        # A member's contribution that did not come is said, never papered over.
+        {
+            "after_tool_error": True,
+            "reply": "I could not bring the team's answers together: {error}",
+        },
         {
             "after_tool_result": True,
             "reply": "Here is where you stand. Ledger's figures: income 4,200, spending 3,150, so "
@@ -54,7 +65,9 @@ CONCIERGE_SCRIPT = {
 
 LEDGER_SCRIPT = {
     "rules": [
-        # Its 1:1 chat: asked to remember something, it uses its memory tool, then says so.
+        # Asked to remember something, it uses its memory tool (in a group, the group's
+        # memory), then says what the tool answered: a failure as a failure.
+        {"after_tool_error": True, "reply": "I couldn't note that: {error}"},
         {
             "after_tool_result": True,
             "reply": "Noted: rent is 1,400 a month. I'll use it from now on.",
@@ -94,14 +107,66 @@ ADVISOR_SCRIPT = {
 }
 
 
+@dataclass(frozen=True)
+class TeamAgent:
+    """One agent of a scripted team: who it is, what it may use, and its offline script. Every
+    tool its script calls is among ``enabled_tools`` (a test holds every team to it)."""
+
+    handle: str
+    name: str
+    colour: str
+    instructions: str
+    script: dict[str, Any]
+    enabled_tools: tuple[str, ...] = ()
+    approval_tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class StarterTeam:
+    """A group of scripted agents coordinated by the owner's Concierge (whose instructions and
+    tools are the built-in's; it takes ``coordinator_script`` when it is offline)."""
+
+    name: str
+    coordinator_script: dict[str, Any]
+    members: tuple[TeamAgent, ...]
+
+
+HOUSEHOLD_FINANCES = StarterTeam(
+    name="Household finances",
+    coordinator_script=CONCIERGE_SCRIPT,
+    members=(
+        TeamAgent(
+            handle="ledger",
+            name="Ledger",
+            colour="#c0392b",
+            instructions="You keep the household ledger.",
+            script=LEDGER_SCRIPT,
+            enabled_tools=("memory.remember",),
+        ),
+        TeamAgent(
+            handle="advisor",
+            name="Finance Advisor",
+            colour="#8e44ad",
+            instructions="You advise on saving and budgets.",
+            script=ADVISOR_SCRIPT,
+        ),
+    ),
+)
+
+
 def maker_script(*, group_id: int, name: str) -> dict:
     """Agent Father's offline script for the demo: asked to rename, it calls
     platform.update_group on group ``group_id`` (which waits for the owner's approval), then
-    reports what the tool answered."""
+    reports what the tool answered; it still makes an agent by name, as its own script does."""
     return {
         "rules": [
-            {"after_tool_error": True, "reply": "That did not go through; nothing was changed."},
-            {"after_tool_result": True, "reply": f"Done: the group is now called {name}."},
+            MAKER_RESULT_RULES[0],  # an error, said as one
+            {
+                "after_tool_result": True,
+                "reply": "Done: the group is now called {result.group.name}.",
+            },
+            *MAKER_RESULT_RULES[1:],
+            MAKE_AGENT_RULE,
             {
                 "when": "rename",
                 "reply": {
@@ -115,7 +180,7 @@ def maker_script(*, group_id: int, name: str) -> dict:
                 },
             },
         ],
-        "default": "Tell me which agent or group to make or change.",
+        "default": UNDERSTOOD,
     }
 
 
@@ -145,8 +210,10 @@ def trip_group(owner: AbstractBaseUser) -> Group:
 
 @transaction.atomic
 def household_finances(owner: AbstractBaseUser, *, pace: float = 0.0) -> Group:
-    """Create (or reuse) the demo team and group for ``owner``. ``pace`` (seconds) makes each
-    scripted answer take that long, written in pieces, so a person can watch the team work."""
+    """Create (or reuse) the starter team and its group for ``owner``, as ``HOUSEHOLD_FINANCES``
+    defines them. ``pace`` (seconds) makes each scripted answer take that long, written in
+    pieces, so a person can watch the team work."""
+    team = HOUSEHOLD_FINANCES
     builtins = agent_builtins_ensure(owner=owner)
 
     def paced(script: dict) -> dict:
@@ -156,51 +223,52 @@ def household_finances(owner: AbstractBaseUser, *, pace: float = 0.0) -> Group:
     account = concierge.model_account
     # Concierge's offline account learns the team's script; an account its owner put on a
     # real model is left as it is. The offline account every new agent starts on is shared
-    # (Agent Father's, and any agent added later): Concierge gets a script of its own instead,
-    # so other agents do not start speaking the household's lines.
+    # (any agent added later, one Agent Father makes): Concierge gets a script of its own
+    # instead, so other agents do not start speaking the household's lines.
     if account is not None and account.provider == "scripted":
-        if account.agents.exclude(pk=concierge.pk).exists():
+        shared = scripted_account_for(owner=owner)
+        if account.pk == shared.pk or account.agents.exclude(pk=concierge.pk).exists():
             concierge.model_account = model_account_create(
                 owner=owner,
                 name="Concierge's script",
                 provider="scripted",
                 model="scripted",
-                options=paced(CONCIERGE_SCRIPT),
+                options=paced(team.coordinator_script),
             )
             concierge.save(update_fields=["model_account"])
         else:
-            account.options = paced(CONCIERGE_SCRIPT)
+            account.options = paced(team.coordinator_script)
             account.save(update_fields=["options"])
 
-    def member(handle: str, name: str, colour: str, script: dict, instructions: str) -> Agent:
-        agent = Agent.objects.filter(owner=owner, handle=handle).first()
+    def member(spec: TeamAgent) -> Agent:
+        agent = Agent.objects.filter(owner=owner, handle=spec.handle).first()
         if agent is None:
-            acct = model_account_create(
+            return agent_create(
                 owner=owner,
-                name=f"{name}'s script",
-                provider="scripted",
-                model="scripted",
-                options=paced(script),
+                handle=spec.handle,
+                name=spec.name,
+                model_account=model_account_create(
+                    owner=owner,
+                    name=f"{spec.name}'s script",
+                    provider="scripted",
+                    model="scripted",
+                    options=paced(spec.script),
+                ),
+                colour=spec.colour,
+                instructions=spec.instructions,
+                enabled_tools=list(spec.enabled_tools),
+                approval_tools=list(spec.approval_tools),
             )
-            agent = agent_create(
-                owner=owner,
-                handle=handle,
-                name=name,
-                model_account=acct,
-                colour=colour,
-                instructions=instructions,
-            )
+        missing = [t for t in spec.enabled_tools if t not in agent.enabled_tools]
+        if missing and agent.removed_at is None:
+            # An agent of an earlier run of the team, made before its script used these.
+            agent = agent_update(agent=agent, enabled_tools=[*agent.enabled_tools, *missing])
         return agent
 
-    ledger = member("ledger", "Ledger", "#c0392b", LEDGER_SCRIPT, "You keep the household ledger.")
-    advisor = member(
-        "advisor", "Finance Advisor", "#8e44ad", ADVISOR_SCRIPT, "You advise on saving and budgets."
-    )
-    group = Group.objects.filter(
-        owner=owner, name="Household finances", deleted_at__isnull=True
-    ).first()
+    agents = [concierge, *(member(spec) for spec in team.members)]
+    group = Group.objects.filter(owner=owner, name=team.name, deleted_at__isnull=True).first()
     if group is None:
-        group = Group.objects.create(owner=owner, name="Household finances", coordinator=concierge)
-        for i, agent in enumerate((concierge, ledger, advisor)):
+        group = Group.objects.create(owner=owner, name=team.name, coordinator=concierge)
+        for i, agent in enumerate(agents):
             Membership.objects.create(group=group, agent=agent, position=i)
     return group

@@ -8,6 +8,7 @@
          "after_tool_result": false,         # match only when the last message holds results
          "after_tool_error": false,          # ... holds a result that is an error (a rejection)
          "turn": 0,                          # match only at this count of assistant messages
+         "capture": {"name": "called|named"},  # {name}: the words after a phrase (below)
          "reply": {"text": "...", "tool_calls": [{"name": "group.ask", "arguments": {...}}]}},
         {"error": "rejected" | "ambiguous" | "timeout" | "malformed"}
      ],
@@ -20,6 +21,13 @@ development and demo tool: ``when`` is never a regular expression (an owner's pa
 not be able to backtrack for minutes in a shared worker), and a ``delay`` longer than the
 timeout ends as a timeout, like a slow real provider. Streamed (``on_text``), the reply's
 text comes in a few pieces spread over the delay, the same pieces every time.
+
+A reply's text and the string values of its tool calls' arguments may name what the rule
+saw (``garden.providers.script_fill``): ``{error}`` (the error results of the last message),
+``{result}`` and ``{result.agent.name}`` (its first result, whole or a field of its JSON),
+and each ``capture`` (``{name}``, or ``{name:handle}`` made into a handle). A rule whose
+reply names something the request does not hold does not match, so the next rule answers:
+a script never says "Done: made X" over a result that made nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import Any
 
 import jsonschema
 
+from .script_fill import CAPTURE_NAME, Unfilled, captures, fill
 from .types import (
     AccountConfig,
     ChatReply,
@@ -98,6 +107,16 @@ OPTIONS_SCHEMA: dict[str, Any] = {
                     "after_tool_result": {"type": "boolean"},
                     "after_tool_error": {"type": "boolean"},
                     "turn": {"type": "integer", "minimum": 0, "maximum": 1000},
+                    "capture": {
+                        "type": "object",
+                        "maxProperties": 5,
+                        "propertyNames": {"pattern": CAPTURE_NAME},
+                        "additionalProperties": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 500,
+                        },
+                    },
                     "reply": _REPLY,
                     "error": {"enum": sorted(_ERRORS)},
                 },
@@ -165,12 +184,19 @@ class ScriptedProvider:
         for rule in self.rules:
             if not _matches(rule, last_text, bool(results), after_errors, assistant_turns):
                 continue
+            captured = captures(rule.get("capture", {}), last_text)
+            if captured is None:
+                continue  # a phrase to capture after is not there, or nothing follows it
             if "error" in rule:
                 make = _ERRORS.get(rule["error"])
                 if make is None:
                     raise ProviderConfigError(f"unknown scripted error {rule['error']!r}")
                 raise make()
-            return _reply(rule.get("reply", {}), request)
+            try:
+                spec = fill(rule.get("reply", {}), captured=captured, results=results)
+            except Unfilled:
+                continue
+            return _reply(spec, request)
         return ChatReply(content=(TextBlock(self.options.get("default", "Understood.")),))
 
 

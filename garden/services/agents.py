@@ -13,6 +13,7 @@ from garden.errors import FieldError, QuotaExceeded, ServiceError
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
+from garden.services.maker_script import MAKER_SCRIPT, MAKER_SCRIPT_ACCOUNT_NAME
 from garden.tools import APPROVAL_POLICIES, Tool, all_tools, is_sourced, owner_tools
 
 MAKER_TOOLS = [
@@ -49,12 +50,24 @@ BUILTINS = {
 
 @transaction.atomic
 def agent_builtins_ensure(*, owner: AbstractBaseUser) -> dict[str, Agent]:
-    """Give ``owner`` Agent Father and Concierge if they lack them; idempotent."""
-    account = scripted_account_for(owner=owner)
+    """Give ``owner`` Agent Father and Concierge if they lack them; idempotent. Concierge
+    starts on the shared offline account; Agent Father on an offline account of its own,
+    whose script makes an agent by name through its platform tool (``maker_script``), so the
+    maker does something offline and no other agent speaks its lines."""
+    shared = scripted_account_for(owner=owner)
     found = {}
     for builtin, spec in BUILTINS.items():
         agent = Agent.objects.filter(owner=owner, builtin=builtin).first()
         if agent is None:
+            account = shared
+            if builtin == Agent.Builtin.MAKER:
+                account = ModelAccount.objects.create(
+                    owner=owner,
+                    name=MAKER_SCRIPT_ACCOUNT_NAME,
+                    provider=ModelAccount.Provider.SCRIPTED,
+                    model="scripted",
+                    options=MAKER_SCRIPT,
+                )
             agent = Agent.objects.create(
                 owner=owner, builtin=builtin, model_account=account, **spec
             )

@@ -166,9 +166,10 @@ def test_the_starter_team_leaves_the_shared_offline_account_alone(owner):
     concierge = group.coordinator
     assert concierge.model_account_id != shared.pk
     assert concierge.model_account.name == "Concierge's script"
-    # A second run reuses it; Agent Father stays on the shared account.
+    # A second run reuses it; Agent Father stays on its own script.
     household(owner)
     assert Agent.objects.get(owner=owner, handle="concierge").model_account_id == (
         concierge.model_account_id
     )
-    assert Agent.objects.get(owner=owner, handle="father").model_account_id == shared.pk
+    father = Agent.objects.get(owner=owner, handle="father").model_account
+    assert father.name == "Agent Father's script" and father.pk != shared.pk

@@ -263,3 +263,62 @@ def test_only_the_maker_creates(team):
         (platform_create_group, {"name": "G", "members": ["ledger", "advisor"]}),
     ):
         assert tool(agent=team["ledger"], arguments=arguments)["error"]["code"] == "MAKER_ONLY"
+
+
+# --- offline: Agent Father's own script ---------------------------------------------------------
+
+
+def ask_offline_father(owner, text):
+    """``text`` to Agent Father on the offline script every owner's maker starts on."""
+    father = Agent.objects.get(owner=owner, builtin="maker")
+    conversation = Conversation.objects.create(owner=owner, agent=father)
+    request = conversation_request_create(owner=owner, conversation=conversation, text=text)
+    drive(request, "awaiting_approval", "completed", "failed", "stopped")
+    return request
+
+
+def father_said(request) -> str:
+    """Agent Father's last words in ``request``."""
+    turns = request.conversation.messages.filter(
+        request=request, speaker_agent__builtin="maker", kind="turn"
+    ).order_by("seq")
+    return [m.text for m in turns if m.text][-1]
+
+
+def test_offline_father_makes_the_agent_it_is_asked_for_after_approval(owner):
+    father = Agent.objects.get(owner=owner, builtin="maker")
+    assert father.model_account != scripted_account_for(owner=owner)  # no one else speaks it
+    request = ask_offline_father(owner, "Make me an agent called Tax Helper")
+    assert request.state == "awaiting_approval"
+    assert not Agent.objects.filter(owner=owner, handle="tax-helper").exists()
+    approval = approve(owner, request)
+    assert approval.action["name"] == "platform.create_agent"
+    assert approval.action["arguments"]["name"] == "Tax Helper"
+    made = Agent.objects.get(owner=owner, handle="tax-helper")
+    assert made.name == "Tax Helper" and made.model_account == scripted_account_for(owner=owner)
+    assert request.state == "completed"
+    assert father_said(request).startswith("Done: I made the agent Tax Helper (@tax-helper).")
+
+
+def test_offline_father_says_a_refused_or_failed_change_did_not_happen(owner):
+    approve(owner, ask_offline_father(owner, "create an agent named Tax Helper"))
+    # The handle is taken now: the tool's refusal is what Agent Father says.
+    again = ask_offline_father(owner, "create an agent named Tax Helper")
+    approve(owner, again)
+    assert father_said(again) == (
+        "Nothing was changed — it did not go through: HANDLE_TAKEN: @tax-helper is taken."
+    )
+    rejected = ask_offline_father(owner, "make me an agent called Payroll")
+    approval = Approval.objects.get(request=rejected, status="pending")
+    approval_decide(user=owner, approval_id=approval.pk, decision="reject")
+    drive(rejected)
+    assert father_said(rejected).startswith("Nothing was changed — it did not go through: REJECTED")
+    assert not Agent.objects.filter(owner=owner, handle="payroll").exists()
+
+
+def test_offline_father_lists_what_it_understands_for_anything_else(owner):
+    request = ask_offline_father(owner, "Rename the household group to Home budget.")
+    assert request.state == "completed"
+    said = father_said(request)
+    assert "make me an agent called <name>" in said and "create an agent named <name>" in said
+    assert not Approval.objects.filter(request=request).exists()

@@ -12,10 +12,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from garden.models import Agent, Conversation
 from garden.services.accounts import model_account_create
-from garden.services.agents import agent_builtins_ensure, agent_create
+from garden.services.agents import agent_builtins_ensure
 from garden.services.conversations import conversation_create
 from garden.worker import running_worker
-from groups.demo import LEDGER_SCRIPT, household_finances, maker_script, trip_group
+from groups.demo import household_finances, maker_script, trip_group
 from groups.models import SYNTHESIS_CALLS, WORKING_CALLS, Approval, GroupRequest
 from groups.services.approvals import approval_decide
 from groups.services.requests import conversation_request_create, request_create
@@ -78,29 +78,10 @@ class Command(BaseCommand):
             owner.set_unusable_password()
             owner.save(update_fields=["password"])
         builtins = agent_builtins_ensure(owner=owner)
-        ledger = Agent.objects.filter(owner=owner, handle="ledger").first()
-        if ledger is None:
-            account = model_account_create(
-                owner=owner,
-                name="Ledger (scripted)",
-                provider="scripted",
-                model="scripted",
-                options=LEDGER_SCRIPT,
-            )
-            ledger = agent_create(
-                owner=owner,
-                handle="ledger",
-                name="Ledger",
-                model_account=account,
-                colour="#c0392b",
-                instructions="You keep the household ledger.",
-                enabled_tools=["memory.remember"],
-            )
-        elif "memory.remember" not in ledger.enabled_tools:
-            ledger.enabled_tools = [*ledger.enabled_tools, "memory.remember"]
-            ledger.save(update_fields=["enabled_tools"])
-        ledger_chat = conversation_create(owner=owner, agent=ledger, title="Demo: 1:1 with Ledger")
+        # The starter team, as the dashboard's button makes it (groups.demo.HOUSEHOLD_FINANCES).
         group = household_finances(owner)
+        ledger = Agent.objects.get(owner=owner, handle="ledger")
+        ledger_chat = conversation_create(owner=owner, agent=ledger, title="Demo: 1:1 with Ledger")
         # A group for Agent Father to rename (back and forth, run after run), on its own script.
         trip = trip_group(owner)
         renamed = "Summer trip" if trip.name != "Summer trip" else "Trip planning"
