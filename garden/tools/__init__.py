@@ -51,6 +51,10 @@ class Tool:
     # Tools the loop interprets itself (group.ask) have no handler here.
     loop_handled: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # What the schema cannot say about valid arguments (a chart's series fit its labels):
+    # the refusal, or None. Pure — it reads and writes nothing — so it runs before a person is
+    # asked to approve the call, as well as before the call runs.
+    check: Callable[[dict[str, Any]], ToolOutcome | None] | None = None
 
 
 # Filled once per process, when the apps are ready: each app registers its own tools from
@@ -202,6 +206,19 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     return f"{path}: {error.message}"
 
 
+def call_refusal(tool: Tool, arguments: dict[str, Any]) -> ToolOutcome | None:
+    """Why a call of ``tool`` with ``arguments`` can never run — they do not fit its schema
+    (INVALID_TOOL_ARGUMENTS), or its own ``check`` refuses them — or None. Reads nothing, so
+    the loop asks it before offering the call for approval: a call that cannot run goes back
+    to the model at once instead of waiting for a person."""
+    problem = check_arguments(tool, arguments)
+    if problem:
+        return ToolOutcome(
+            f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
+        )
+    return tool.check(arguments) if tool.check is not None else None
+
+
 _VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
 
 
@@ -250,11 +267,9 @@ def run_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutc
         return ToolOutcome(
             f"TOOL_NOT_AVAILABLE: {name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"
         )
-    problem = check_arguments(tool, arguments)
-    if problem:
-        return ToolOutcome(
-            f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
-        )
+    refused = call_refusal(tool, arguments)
+    if refused is not None:
+        return refused
     try:
         return tool.handler(ctx, arguments)
     except Exception as exc:  # a tool's failure is the model's information, not a crash

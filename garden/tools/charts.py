@@ -39,6 +39,7 @@ CHART_CREATE = register(
         ),
         handler=lambda ctx, args: chart_create(ctx, args),
         meta={"describe": "make the chart {title}", "describe_general": "make a chart"},
+        check=lambda args: chart_refusal(args),
     )
 )
 
@@ -84,13 +85,22 @@ def _invalid(problem: str) -> ToolOutcome:
     return ToolOutcome(f"INVALID_CHART: {problem}", is_error=True, code="INVALID_CHART")
 
 
-def chart_create(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+def chart_refusal(args: dict[str, Any]) -> ToolOutcome | None:
+    """INVALID_CHART naming what cannot be drawn or kept, or None."""
     problem = chart_problem(args)
     if problem:
         return _invalid(problem)
     content = chart_content(args)
     if len(content) > MAX_CHART_CHARS:
         return _invalid(f"the chart takes {len(content):,} characters, over {MAX_CHART_CHARS:,}")
+    return None
+
+
+def chart_create(ctx: ToolContext, args: dict[str, Any]) -> ToolOutcome:
+    refused = chart_refusal(args)
+    if refused is not None:
+        return refused
+    content = chart_content(args)
     artifact = keep_document(
         ctx, kind="chart", title=args["title"], mime_type=CHART_MIME, content=content
     )

@@ -13,7 +13,7 @@ from garden.pricing import price_call
 from garden.providers import ChatReply, ToolCall
 from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
-from garden.tools import ToolOutcome, needs_approval
+from garden.tools import ToolOutcome, call_refusal, get_tool, needs_approval
 from garden.transcript import blocks_to_json
 from groups.domain.outcomes import StepOutcome
 from groups.domain.routing import Contribution
@@ -45,7 +45,8 @@ def record_reply(
     head = queue[0] if queue and not is_coordinator else None
 
     # Which calls wait for a person, decided before any row is locked (an owner's tool may be
-    # looked up on its server). Only a tool the agent has can ask: any other is not run.
+    # looked up on its server). Only a tool the agent has can ask: any other is not run. A call
+    # that can never run is never offered: it runs at once, and its refusal is its result.
     waits = {
         c.id
         for c in calls
@@ -56,6 +57,7 @@ def record_reply(
             tool_approvals=speaker.tool_approvals,
             owner_id=room.group.owner_id,
         )
+        and not _never_runs(c, owner_id=room.group.owner_id)
     }
     # Priced before any row is locked: what the call was, to the account it went to then.
     call = price_call(
@@ -126,6 +128,11 @@ def record_reply(
         w.request.queue = [c.to_json() for c in queue]
         w.save("queue")
     return run_tools(room, speaker, queue, pending)
+
+
+def _never_runs(call: ToolCall, *, owner_id: int) -> bool:
+    tool = get_tool(call.name, owner_id=owner_id)
+    return tool is None or call_refusal(tool, call.arguments) is not None
 
 
 def _within_turn_cap(

@@ -308,7 +308,17 @@ def _ran_line(approval: Approval, outcome: ToolOutcome) -> str:
             "stopped before its result was recorded: whether it ran is unknown, and it was "
             "not run again."
         )
+    if outcome.is_error:
+        why = outcome.content.splitlines()[0][:300] if outcome.content else outcome.code
+        if outcome.code in NEVER_RAN_CODES or outcome.code.startswith("INVALID_"):
+            return f"{approval.agent.name} was allowed to {what} ({where}), but it could not run: {why}"
+        return f"{approval.agent.name} was allowed to {what} ({where}), but it failed: {why}"
     return f"{approval.agent.name} was allowed to {what} ({where}); it ran."
+
+
+# An approved action's outcome codes that say it never started (any other error: it ran and
+# failed).
+NEVER_RAN_CODES = frozenset({"NOT_RUN", "TOOL_NOT_AVAILABLE"})
 
 
 # On an approved approval, ``reason`` says its outcome is unknown (surfaces word it so).

@@ -589,3 +589,89 @@ def test_a_document_written_before_stop_stays_written(group_factory, owner):
     assert not result["is_error"] and "Figures" in result["content"]
     assert Approval.objects.get(request=request).status == "rejected"
     assert not MemoryNote.objects.exists()
+
+
+# --- what is offered for approval ---------------------------------------------------------
+
+UNEVEN_CHART = {
+    "name": "chart.create",
+    "arguments": {
+        "title": "Spending",
+        "type": "bar",
+        "labels": ["Jan", "Feb", "Mar"],
+        "series": [{"name": "Rent", "values": [800, 800]}],
+    },
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        (UNEVEN_CHART, "INVALID_CHART"),
+        (
+            {"name": "chart.create", "arguments": {"title": "Spending", "type": "radar"}},
+            "INVALID_TOOL_ARGUMENTS",
+        ),
+    ],
+)
+def test_a_call_that_can_never_run_is_not_offered_and_goes_back_to_the_model_at_once(
+    group_factory, owner, call, code
+):
+    """Scribe's chart call needs approval, but its arguments can never run: no one is asked;
+    the refusal is the call's result at once, and Scribe answers it in the same request."""
+    from tests.support.driving import drive
+
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {
+                "reply": {
+                    "tool_calls": [
+                        {**ASK_LEDGER, "arguments": {"member": "scribe", "request": "Chart it."}}
+                    ]
+                }
+            },
+        ],
+        members={
+            "scribe": [
+                {"after_tool_error": True, "reply": "The chart failed."},
+                {"reply": {"tool_calls": [call]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="scribe").update(
+        enabled_tools=["chart.create"], approval_tools=["chart.create"]
+    )
+    request = request_create(group=group, text="Chart the spending.")
+    drive(request, limit=40)
+    assert request.state == "completed", request.outcome
+    assert not Approval.objects.exists()
+    result = _result_of(request, "chart.create")
+    assert result["is_error"] and result["content"].startswith(code), result
+    assert not Artifact.objects.exists()
+    said = Message.objects.filter(
+        request=request, speaker_agent__handle="scribe", kind="turn", content__0__type="text"
+    ).values_list("content", flat=True)
+    assert any(c[0]["text"].startswith("The chart failed") for c in said), list(said)
+
+
+@pytest.mark.django_db
+def test_an_approved_action_that_could_not_run_is_never_said_to_have_run(writing_group, owner):
+    from groups.services.approvals import approval_execute
+    from tests.support.driving import drive
+
+    request = request_create(group=writing_group, text="Write down the savings plan.")
+    drive(request, "awaiting_approval")
+    approval = Approval.objects.get(request=request, status="pending")
+    # The tool is taken off Ledger while the approval waits.
+    Agent.objects.filter(owner=owner, handle="ledger").update(enabled_tools=[])
+    approval_decide(user=owner, approval_id=approval.pk, decision="approve")
+    assert approval_execute(approval_id=approval.pk) == "executed"
+    (line,) = [
+        m.content[0]["text"]
+        for m in Message.objects.filter(request=request, kind="activity")
+        if "was allowed to" in m.content[0]["text"]
+    ]
+    assert "it ran." not in line and "could not run: NOT_RUN" in line, line
+    assert Artifact.objects.count() == 0
