@@ -75,6 +75,20 @@
   let approvalCalls = new Set(); // tool call ids of approvals: their results are on the cards
   let outcomes = new Map(); // approval id -> {line, result}: what its decision led to (room-approvals.js)
 
+  // "memory.remember failed: TOOL_NOT_AVAILABLE: …": a platform tool's {"error": {code, message}}
+  // as its code and message, anything else as its first line, kept short.
+  function failedLine(name, content) {
+    let said = typeof content === "string" ? content : JSON.stringify(content ?? "");
+    try {
+      const error = (JSON.parse(said) || {}).error;
+      if (error && error.code) said = `${error.code}: ${error.message || ""}`.trim();
+    } catch (notJson) { /* a plain message */ }
+    said = said.split("\n")[0];
+    if (said.length > 240) said = `${said.slice(0, 239)}…`;
+    return make("p", { className: "tool-failed" }, make("span", { "aria-hidden": "true", text: "⚠ " }),
+      `${name || "A tool call"} failed: ${said}`);
+  }
+
   function buildBlock(m, block, i) {
     const key = `m${m.id}.${i}`;
     switch (block.type) {
@@ -87,7 +101,12 @@
         if (approvalCalls.has(block.call_id)) return null; // on the approval's card
         const name = toolNames.has(block.call_id) ? `: ${toolNames.get(block.call_id)}` : "";
         const summary = `Tool result${name}${block.is_error ? " (error)" : ""}`;
-        return details(key, "tool", summary, make("pre", { text: pretty(block.content) }));
+        const row = details(key, "tool", summary, make("pre", { text: pretty(block.content) }));
+        if (!block.is_error) return row;
+        // A failure is said in the turn itself, not only inside a row a person has to open.
+        const both = document.createDocumentFragment();
+        both.append(failedLine(toolNames.get(block.call_id), block.content), row);
+        return both;
       }
       case "artifact_ref":
         if (m.speaker.kind === "owner") return buildAttachment(block);
