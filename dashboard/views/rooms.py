@@ -56,6 +56,8 @@ def _room_data(
         "owner": {"name": request.user.get_short_name() or request.user.get_username()},
         "urls": {
             "api": api,
+            # The room's history as a download (?format=markdown|json).
+            "export": f"{api}/export",
             "approvals": "/api/approvals",
             "socket": socket,
             "canvas": canvas,

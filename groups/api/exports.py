@@ -41,7 +41,7 @@ class ExportAgentOutput(serializers.Serializer):
 
 
 class ExportSpeakerOutput(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["owner", "agent", "garden"])
+    kind = serializers.CharField(help_text="owner, agent or garden.")
     name = serializers.CharField(help_text="The name shown: the agent's, the owner's, garden.")
     agent = ExportAgentOutput(allow_null=True)
 
@@ -68,8 +68,8 @@ class ExportTurnOutput(serializers.Serializer):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
     time = serializers.DateTimeField(allow_null=True)
-    kind = serializers.ChoiceField(
-        choices=["turn", "coordination", "activity", "notice", "summary", "import"]
+    kind = serializers.CharField(
+        help_text="turn, coordination (a request to a member), activity, notice, summary or import."
     )
     speaker = ExportSpeakerOutput()
     text = serializers.CharField(help_text="The turn's text blocks, joined by newlines.")
@@ -105,7 +105,7 @@ class ExportApprovalOutput(serializers.Serializer):
     approved_arguments = serializers.DictField(
         allow_null=True, help_text="What it was approved with, when the person changed it."
     )
-    status = serializers.ChoiceField(choices=["pending", "approved", "rejected"])
+    status = serializers.CharField(help_text="pending, approved or rejected.")
     decided_by = serializers.CharField(allow_null=True, help_text="The person who decided.")
     surface = serializers.CharField(help_text="Where it was decided: dashboard, api, telegram…")
     reason = serializers.CharField()
@@ -117,7 +117,7 @@ class ExportApprovalOutput(serializers.Serializer):
 class ExportConversationOutput(serializers.Serializer):
     id = serializers.IntegerField()
     title = serializers.CharField()
-    status = serializers.ChoiceField(choices=["open", "closed"])
+    status = serializers.CharField(help_text="open or closed.")
     created_at = serializers.DateTimeField(allow_null=True)
     closed_at = serializers.DateTimeField(allow_null=True)
     carried_summary = serializers.CharField()

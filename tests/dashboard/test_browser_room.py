@@ -201,7 +201,7 @@ def test_the_menu_members_and_rename(open_page, owner):
     tab_until(page, "#menu-button")
     page.keyboard.press("Enter")
     items = page.get_by_role("menu").get_by_role("menuitem")
-    expect(items).to_have_text(["Members", "Rename…", "Clear history…", "Delete group…"])
+    expect(items).to_have_text(["Members", "Rename…", "Export…", "Clear history…", "Delete group…"])
     expect(items.first).to_be_focused()
     assert_controls_labelled(page)
     page.keyboard.press("Escape")

@@ -1,5 +1,6 @@
-// The room's group: the header, the ⋯ menu and its sheets (members, rename, clear, delete), the
-// Undo after a delete, and what the page says when the group is gone.
+// The room's group: the header, the ⋯ menu and its sheets (members, rename, export, clear,
+// delete), the Undo after a delete, and what the page says when the group is gone. An agent's
+// room has the menu too, with Export alone.
 "use strict";
 
 (function () {
@@ -11,41 +12,7 @@
   const textarea = $("composer-text");
   const toast = $("toast");
 
-  // An agent's room has no group to manage: its header links to the agent's settings.
-  if (shared.data.solo) {
-    Object.assign(shared, {
-      onGroupChange() {},
-      gone() {
-        if (room.deleted) return;
-        room.deleted = true;
-        composer.querySelectorAll("textarea, button").forEach((control) => { control.disabled = true; });
-        toast.replaceChildren(make("span", { text: "This conversation is no longer available. " }),
-          make("a", { href: urls.roster, text: "Back to the roster" }));
-        toast.hidden = false;
-      },
-    });
-    return;
-  }
-
-  // --- the group: header, ⋯ menu, members, rename, clear, delete --------------------------
-
-  function applyGroup(group) {
-    room.group = group;
-    shared.setMembers(group.members);
-    document.querySelectorAll(".js-group-name").forEach((node) => { node.textContent = group.name; });
-    document.title = document.title.replace(/^[^|]*\|/, `${group.name} |`);
-    const label = `Members: ${group.members.map((m) => m.name).join(", ")}`;
-    const faces = make("span", { className: "faces", role: "img", "aria-label": label }, ...group.members.map((m) => face(m)));
-    $("room-faces").replaceChildren(faces);
-  }
-
-  // A group.updated event carries the group as the API returns it: applied as it comes.
-  function onGroupChange(event) {
-    if (event.change === "cleared") {
-      shared.resetTranscript(); room.request = null; shared.sync(); shared.refreshCanvas();
-    }
-    applyGroup(event.group);
-  }
+  // --- the ⋯ menu: a group's (members, rename, export, clear, delete), an agent's (export) ---
 
   const menuButton = $("menu-button");
   const menu = $("group-menu");
@@ -82,6 +49,54 @@
   document.addEventListener("click", (event) => {
     if (!event.target.closest(".menu-wrap")) closeMenu(false);
   });
+
+  // What each item does; a group's room adds its own below.
+  const actions = {
+    export() { $("export-dialog").showModal(); },
+  };
+  menu.addEventListener("click", (event) => {
+    const item = event.target.closest("[data-action]");
+    if (!item) return;
+    closeMenu(false);
+    actions[item.dataset.action]();
+  });
+
+  // An agent's room has no group to manage: its header links to the agent's settings, and its
+  // menu holds only Export.
+  if (shared.data.solo) {
+    Object.assign(shared, {
+      onGroupChange() {},
+      gone() {
+        if (room.deleted) return;
+        room.deleted = true;
+        composer.querySelectorAll("textarea, button").forEach((control) => { control.disabled = true; });
+        toast.replaceChildren(make("span", { text: "This conversation is no longer available. " }),
+          make("a", { href: urls.roster, text: "Back to the roster" }));
+        toast.hidden = false;
+      },
+    });
+    return;
+  }
+
+  // --- the group: header, members, rename, clear, delete ----------------------------------
+
+  function applyGroup(group) {
+    room.group = group;
+    shared.setMembers(group.members);
+    document.querySelectorAll(".js-group-name").forEach((node) => { node.textContent = group.name; });
+    document.title = document.title.replace(/^[^|]*\|/, `${group.name} |`);
+    const label = `Members: ${group.members.map((m) => m.name).join(", ")}`;
+    const faces = make("span", { className: "faces", role: "img", "aria-label": label }, ...group.members.map((m) => face(m)));
+    $("room-faces").replaceChildren(faces);
+  }
+
+  // A group.updated event carries the group as the API returns it: applied as it comes.
+  function onGroupChange(event) {
+    if (event.change === "cleared") {
+      shared.resetTranscript(); room.request = null; shared.sync(); shared.refreshCanvas();
+    }
+    applyGroup(event.group);
+  }
 
   const dialogs = {
     members: $("members-dialog"), rename: $("rename-dialog"), clear: $("clear-dialog"), delete: $("delete-dialog"),
@@ -122,7 +137,7 @@
     }
   }
 
-  const actions = {
+  Object.assign(actions, {
     members() {
       const form = $("members-form");
       offerRemovedMembers(form);
@@ -142,12 +157,6 @@
     },
     clear() { showErrors($("clear-form"), []); dialogs.clear.showModal(); },
     delete() { showErrors($("delete-form"), []); dialogs.delete.showModal(); },
-  };
-  menu.addEventListener("click", (event) => {
-    const item = event.target.closest("[data-action]");
-    if (!item) return;
-    closeMenu(false);
-    actions[item.dataset.action]();
   });
 
   // Each sheet's form: call the API; then close the sheet and apply the answer, or show the
