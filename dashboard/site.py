@@ -2,8 +2,8 @@
 
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
 agents page, an agent's page, the model accounts, the tools (MCP servers), the access tokens,
-the webhooks, the documents, usage and cost, the Telegram link, notifications and a group's
-room, all reads scoped to the signed-in owner.
+the webhooks, the documents, usage and cost, the Telegram link, notifications, search and a
+group's room, all reads scoped to the signed-in owner.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 
-from dashboard.views import records, rooms, roster, settings_pages
+from dashboard.views import records, rooms, roster, search, settings_pages
 
 
 class DashboardSite(admin.AdminSite):
@@ -67,6 +67,7 @@ class DashboardSite(admin.AdminSite):
             path("tokens/", self.admin_view(settings_pages.tokens), name="tokens"),
             path("webhooks/", self.admin_view(settings_pages.webhooks), name="webhooks"),
             path("documents/", self.admin_view(records.documents), name="documents"),
+            path("search/", self.admin_view(search.search), name="search"),
             path("usage/", self.admin_view(records.usage), name="usage"),
             path("telegram/", self.admin_view(settings_pages.telegram), name="telegram"),
             path(

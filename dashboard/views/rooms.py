@@ -14,13 +14,14 @@ from django.utils.http import content_disposition_header
 from dashboard import selectors
 from dashboard.views.context import page_context
 from garden.attachments import ACCEPT, IMAGE_TYPES
-from garden.models import Agent, ModelAccount
-from garden.selectors import agent_list
+from garden.errors import is_row_id
+from garden.models import Agent, Conversation, ModelAccount
+from garden.selectors import agent_list, conversation_get
 from garden.services.conversations import agent_conversation_open
 from garden.tools.visits import room_visits
 from groups.models import Group, Membership
 from groups.payloads import group_payload
-from groups.selectors import group_get
+from groups.selectors import group_get, room_conversation
 from groups.services.requests import solo_room_for
 
 
@@ -31,6 +32,12 @@ def _group_or_404(request: HttpRequest, group_id: int) -> Group:
     return group
 
 
+def _wanted_conversation(request: HttpRequest) -> int | None:
+    """The thread a link asks the room to open (``?conversation=``: a search result's)."""
+    value = request.GET.get("conversation", "")
+    return int(value) if value.isascii() and value.isdigit() and is_row_id(int(value)) else None
+
+
 def _room_data(
     request: HttpRequest,
     *,
@@ -39,12 +46,15 @@ def _room_data(
     socket: str,
     canvas: str,
     solo: bool = False,
+    thread: int | None = None,
 ) -> dict[str, Any]:
     """What a room's script starts from: the room as the API and its events show a group, the
     person and the URLs it talks to — a group's room and an agent's alike."""
     members = [m.agent for m in group.ordered_memberships]
     return {
         "solo": solo,
+        # A closed thread shown as it was (``?conversation=``), not the open one: read only.
+        "thread": thread,
         "group": group_payload(group),
         # Members answering from an offline script: the room says so on their turns.
         "scripted": list(
@@ -76,12 +86,16 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
     group = _group_or_404(request, group_id)
     members = [m.agent for m in group.ordered_memberships]
     candidates = selectors.group_candidates(agent_list(owner=request.user))
+    wanted = _wanted_conversation(request)
+    thread = room_conversation(group=group, conversation_id=wanted) if wanted else None
+    closed = thread if thread and thread.status == Conversation.Status.CLOSED else None
     data = _room_data(
         request,
         group=group,
         api=f"/api/groups/{group.pk}",
         socket=f"/ws/groups/{group.pk}/",
         canvas=reverse("dashboard:canvas", args=[group.pk]),
+        thread=closed.pk if closed else None,
     )
     return TemplateResponse(
         request,
@@ -99,6 +113,8 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             visits=room_visits(owner=request.user, group_id=group.pk),
             attachment_accept=ACCEPT,
             room_data=data,
+            closed_thread=closed,
+            room_url=reverse("dashboard:room", args=[group.pk]),
         ),
     )
 
@@ -141,7 +157,13 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
     made here), on the same room page as a group's — its messages run on the group loop in
     the agent's own room (groups.services.requests.conversation_request_create)."""
     agent = _agent_or_404(request, agent_id)
-    conversation = agent_conversation_open(owner=request.user, agent=agent)
+    wanted = _wanted_conversation(request)
+    asked = conversation_get(owner=request.user, conversation_id=wanted) if wanted else None
+    if asked is not None and asked.agent_id == agent.pk:
+        conversation = asked  # one of the person's conversations with it, open or closed
+    else:
+        conversation = agent_conversation_open(owner=request.user, agent=agent)
+    closed = conversation if conversation.status == Conversation.Status.CLOSED else None
     room = solo_room_for(agent_id=agent.pk)
     # An agent's own room shows it as a team of one, under its own name.
     room.name, room.coordinator = agent.name, agent
@@ -153,6 +175,7 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
         socket=f"/ws/conversations/{conversation.pk}/",
         canvas=reverse("dashboard:agent_canvas", args=[agent.pk]),
         solo=True,
+        thread=closed.pk if closed else None,
     )
     return TemplateResponse(
         request,
@@ -170,6 +193,8 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
             visits=room_visits(owner=request.user, conversation_id=conversation.pk),
             attachment_accept=ACCEPT,
             room_data=data,
+            closed_thread=closed,
+            room_url=reverse("dashboard:agent_room", args=[agent.pk]),
         ),
     )
 

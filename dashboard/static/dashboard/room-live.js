@@ -5,7 +5,7 @@
 (function () {
   const { api, errorsOf, showErrors, make, face } = window.garden;
   const shared = window.garden.room;
-  const { urls, $, state: room } = shared;
+  const { urls, data, $, state: room } = shared;
 
   const ACTIVE = new Set(["queued", "running", "awaiting_approval", "synthesizing"]);
   const STATE_LABEL = {
@@ -207,6 +207,7 @@
   }
 
   function onMessage(m) {
+    if (data.thread !== null && m.conversation !== data.thread) return; // a closed thread, shown as it was
     if (room.conversation !== null && m.conversation !== room.conversation) {
       if (m.conversation < room.conversation) return; // late news from a closed thread
       resetTranscript(); // a new thread: cleared, or rolled over
@@ -230,7 +231,8 @@
     syncing = (async () => {
       do {
         syncAgain = false;
-        const result = await api("GET", `${urls.api}/messages?after=${room.lastSeq}`);
+        const threadParam = data.thread !== null && !data.solo ? `&conversation=${data.thread}` : "";
+        const result = await api("GET", `${urls.api}/messages?after=${room.lastSeq}${threadParam}`);
         if (result.status === 404) { shared.gone(); return; }
         if (!result.ok) return;
         const page = result.data;
@@ -270,7 +272,7 @@
       case "request.draft": shared.onDraft(event); break;
       case "approval.created":
       case "approval.decided": shared.onApproval(event.approval); break;
-      case "conversation.rolled": resetTranscript(); sync(); break;
+      case "conversation.rolled": if (data.thread === null) { resetTranscript(); sync(); } break;
       case "group.updated": shared.onGroupChange(event); break;
       case "group.deleted": if (!room.deleted) shared.gone(); break;
       default: break;

@@ -314,7 +314,7 @@
           link.queued ? 1 : 0, link.answer ? link.answer.id : "", link.question ? link.question.id : "",
           blocks.filter((b) => shownElsewhere.has(b.id) || approvalCalls.has(b.call_id)).length,
         ].join("|");
-        out.push({ key: `m${m.id}`, anchor: anchor(m), request: m.request, version,
+        out.push({ key: `m${m.id}`, anchor: anchor(m), seq: m.seq, request: m.request, version,
           build: () => buildMessage(m, handOff, link) });
       }
       (after.get(m.id) || []).forEach((a) => out.push(card(a)));
@@ -362,7 +362,8 @@
       let entry = rendered.get(item.key);
       if (!entry || entry.version !== item.version) {
         // A message is a link's target (a queued question and its answer): focusable by script.
-        const node = make("li", { "data-key": item.key, id: item.anchor, tabindex: item.anchor ? -1 : null }, item.build());
+        const node = make("li", { "data-key": item.key, id: item.anchor, "data-seq": item.seq,
+          tabindex: item.anchor ? -1 : null }, item.build());
         if (entry) entry.node.replaceWith(node);
         entry = { version: item.version, node };
         rendered.set(item.key, entry);

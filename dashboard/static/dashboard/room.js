@@ -8,6 +8,6 @@
   // The browser tests reach the room through this (they drop the live socket with it).
   window.gardenRoom = { room: shared.state, sync: shared.sync, get socket() { return shared.socket(); } };
   shared.setLive(false, "Connecting…");
-  shared.sync().finally(() => { shared.state.loaded = true; shared.schedule(); });
+  shared.sync().finally(() => { shared.state.loaded = true; shared.schedule(); shared.showTurn(); });
   shared.connect();
 })();
