@@ -182,16 +182,23 @@ def test_stop_ends_the_whole_request(open_page, owner, live_worker):
     stop = page.get_by_role("button", name="Stop")
     expect(stop).to_be_visible()
     expect(page.locator("#budget")).to_contain_text("Working")
+    # Ledger's answer is being written: what the page shows of it is kept when Stop cuts it.
+    expect(page.locator("#transcript .turn.draft")).to_contain_text("This month")
     stop.click()
 
     expect(page.locator(".notice")).to_have_text(re.compile(r"^garden\s*Stopped by the owner\.$"))
     expect(page.locator("#budget")).to_contain_text("Stopped")
     expect(stop).to_be_hidden()
     assert GroupRequest.objects.get().state == "stopped"
-    # Ledger's call was already out; its late answer is not recorded and nothing resumes.
+    stopped = page.locator("#transcript .turn--agent.turn--stopped")
+    expect(stopped).to_contain_text("This month")
+    # The rest of Ledger's answer is never recorded, and nothing resumes.
     worker_quiescent()
     caught_up(page, GroupRequest.objects.get().conversation, channel=events.group_channel(group.pk))
-    expect(page.locator("#transcript .turn--agent", has_text="income 4,200")).to_have_count(0)
+    expect(
+        page.locator("#transcript .turn--agent:not(.turn--stopped)", has_text="This month")
+    ).to_have_count(0)
+    expect(page.locator("#transcript", has_text="Net 1,050")).to_have_count(0)
 
 
 def test_the_menu_members_and_rename(open_page, owner):

@@ -82,7 +82,9 @@ def test_the_answer_streams_in_before_its_turn_lands(open_page, owner, live_work
     assert agent_turns(group) == 1
 
 
-def test_after_stop_mid_stream_there_is_no_half_turn(open_page, owner, live_worker, model_server):
+def test_stop_mid_stream_keeps_what_was_written_as_a_stopped_turn(
+    open_page, owner, live_worker, model_server
+):
     group, sent = slow_coordinator(owner, model_server, pieces=8, interval=0.4)
     page = open_room(open_page, owner, group)
     send(page, "How much can I save?")
@@ -93,14 +95,23 @@ def test_after_stop_mid_stream_there_is_no_half_turn(open_page, owner, live_work
 
     expect(page.locator("#budget")).to_contain_text("Stopped")
     expect(draft).to_have_count(0)
-    # The model's stream runs on to its end in the worker; its late drafts and its answer
-    # reach neither the page nor the database.
-    wait_for(lambda: model_server.sent == sent, timeout=15)
+    stopped = page.locator("#transcript .turn--agent.turn--stopped")
+    expect(stopped).to_contain_text("Here is where you stand")
+    expect(stopped.locator(".tag--stopped")).to_have_text("Stopped")
+    # The worker abandons the stream; nothing after what was shown reaches the page or the
+    # database.
     worker_quiescent()
+    assert model_server.sent < sent
     caught_up(page, GroupRequest.objects.get(group=group).conversation, channel=f"group-{group.pk}")
-    expect(draft).to_have_count(0)
     expect(page.locator("#transcript", has_text="standing order")).to_have_count(0)
     request = GroupRequest.objects.get(group=group)
     assert request.state == "stopped"
-    assert agent_turns(group) == 0
-    assert (request.input_tokens, request.output_tokens) == (0, 0)
+    (turn,) = Message.objects.filter(request__group=group, speaker_kind="agent")
+    assert turn.stopped_at is not None and ANSWER.startswith(turn.content[0]["text"])
+    assert request.working_reserved == 1
+
+    # A reload shows it the same way.
+    page.reload()
+    stopped = page.locator("#transcript .turn--agent.turn--stopped")
+    expect(stopped).to_contain_text("Here is where you stand")
+    expect(stopped.locator(".tag--stopped")).to_have_text("Stopped")

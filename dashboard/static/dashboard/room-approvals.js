@@ -19,10 +19,33 @@
     return (approval && approval.label) || `${agent.name} wants to use ${action.name}`;
   }
 
-  function buildArguments(args) {
+  // Arguments as fields a person reads, never raw JSON: a name and its value; a list of plain
+  // values on one line; an object or a list of objects as fields of their own (to a few levels,
+  // past which the rest is shown as written). Long or many-lined text keeps its lines.
+  const FIELD_DEPTH = 3;
+  const plain = (v) => v === null || ["string", "number", "boolean"].includes(typeof v);
+  const shown = (v) => (v === null ? "(none)" : typeof v === "boolean" ? (v ? "yes" : "no") : String(v));
+
+  function fieldValue(name, value, depth) {
+    if (typeof value === "string" && (value.includes("\n") || value.length > 120)) {
+      return make("pre", { text: value, tabindex: 0, "aria-label": name });
+    }
+    if (plain(value)) return make("span", { className: "arg-value", text: shown(value) });
+    if (Array.isArray(value) && value.every(plain)) {
+      return make("span", { className: "arg-value", text: value.length ? value.map(shown).join(", ") : "(empty)" });
+    }
+    if (depth >= FIELD_DEPTH) return make("pre", { text: pretty(value), tabindex: 0, "aria-label": name });
+    if (Array.isArray(value)) {
+      return make("ol", { className: "arg-list" }, ...value.map((item, i) => make("li", {},
+        fieldValue(`${name} ${i + 1}`, item, depth + 1))));
+    }
+    return buildArguments(value, depth + 1) || make("span", { className: "arg-value", text: "(empty)" });
+  }
+
+  function buildArguments(args, depth = 0) {
     const rows = Object.entries(args || {}).flatMap(([name, value]) => [
       make("dt", { text: name }),
-      make("dd", {}, make("pre", { text: pretty(value), tabindex: 0, "aria-label": name })),
+      make("dd", {}, fieldValue(name, value, depth)),
     ]);
     return rows.length ? make("dl", { className: "approval-args" }, ...rows) : null;
   }

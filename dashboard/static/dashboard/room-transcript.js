@@ -150,6 +150,10 @@
       head.append(" ", make("span", { className: "tag tag--scripted", text: "scripted", title: "Answers from an offline script, not a model" }));
     }
     if (link.queued) head.append(" ", make("span", { className: "tag tag--queued", text: "Queued" }));
+    if (m.stopped) {
+      head.append(" ", make("span", { className: "tag tag--stopped", text: "Stopped",
+        title: "Stop cut this answer short: it is what was written until then" }));
+    }
     const stamped = stamp(m.created_at);
     if (stamped) head.append(" ", stamped);
     const words = textOf(m);
@@ -163,7 +167,7 @@
     if (link.answer) {
       body.append(make("a", { className: "reply-link", href: `#${anchor(link.answer)}`, text: "Jump to the answer" }));
     }
-    const classes = `turn turn--${kind}${m.kind === "coordination" ? " turn--coordination" : ""}`;
+    const classes = `turn turn--${kind}${m.kind === "coordination" ? " turn--coordination" : ""}${m.stopped ? " turn--stopped" : ""}`;
     return make("article", { className: classes, "data-seq": m.seq }, face(speaker, { owner }), head, body);
   }
 
