@@ -15,6 +15,7 @@ from rest_framework import serializers
 from garden.heartbeat import workers_alive
 from garden.models import Agent
 from garden.payloads import AgentFaceOutput, agent_face_payload
+from garden.providers import retry_may_help
 from garden.tools import describe_action
 from groups.models import (
     MAINTENANCE_CALLS,
@@ -96,12 +97,19 @@ class RequestOutput(serializers.Serializer):
     )
     outcome_code = serializers.CharField()
     outcome = serializers.CharField()
+    retry_may_help = serializers.SerializerMethodField(
+        help_text="The request failed on a model call that may well succeed if the owner sends "
+        "the message again (the model server was down, slow or busy); false otherwise."
+    )
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
 
     def get_waiting_for(self, request: GroupRequest) -> str | None:
         return request.waiting_for or None
+
+    def get_retry_may_help(self, request: GroupRequest) -> bool:
+        return request.state == GroupRequest.State.FAILED and retry_may_help(request.outcome_code)
 
     @extend_schema_field(WorkingOutput(allow_null=True))
     def get_working(self, request: GroupRequest) -> dict[str, Any] | None:

@@ -41,6 +41,7 @@ from .types import (
     ToolResult,
     ToolSpec,
     Usage,
+    retry_may_help,
 )
 
 if TYPE_CHECKING:
@@ -91,4 +92,5 @@ __all__ = [
     "Usage",
     "get_provider",
     "inline_media_types",
+    "retry_may_help",
 ]

@@ -139,6 +139,10 @@ class ProviderError(Exception):
 
     code = "PROVIDER_ERROR"
     words = "The model call failed."
+    # Whether the same call, asked again later, may well succeed (the server was down, slow or
+    # busy): the room offers Retry after a request that ended on it; never after a refusal that
+    # asking again would meet the same way (a key, a model, an address the site refuses).
+    transient = False
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
@@ -170,11 +174,13 @@ class ProviderUnreachable(ConfirmedRejection):
 
     code = "PROVIDER_UNREACHABLE"
     words = "Nothing is answering at the base URL: is the model server running, on that port?"
+    transient = True
 
 
 class ProviderNameNotFound(ConfirmedRejection):
     code = "PROVIDER_DNS_FAILED"
     words = "The base URL's host name could not be looked up: check its spelling."
+    transient = True
 
 
 class ProviderTlsFailed(ConfirmedRejection):
@@ -188,6 +194,7 @@ class ProviderTlsFailed(ConfirmedRejection):
 class ProviderConnectTimeout(ConfirmedRejection):
     code = "PROVIDER_CONNECT_TIMEOUT"
     words = "The model server did not accept a connection in time."
+    transient = True
 
 
 class ProviderAuthFailed(ConfirmedRejection):
@@ -205,6 +212,7 @@ class ProviderNotFound(ConfirmedRejection):
 class ProviderRateLimited(ConfirmedRejection):
     code = "PROVIDER_RATE_LIMITED"
     words = "The model server is limiting calls (HTTP 429); it will be asked again later."
+    transient = True
 
 
 class AmbiguousFailure(ProviderError):
@@ -216,16 +224,19 @@ class AmbiguousFailure(ProviderError):
 class ProviderTimeout(AmbiguousFailure):
     code = "PROVIDER_TIMEOUT"
     words = "The model did not answer in time."
+    transient = True
 
 
 class ProviderConnectionLost(AmbiguousFailure):
     code = "PROVIDER_CONNECTION_LOST"
     words = "The connection to the model server was lost during the call."
+    transient = True
 
 
 class ProviderServerError(AmbiguousFailure):
     code = "PROVIDER_SERVER_ERROR"
     words = "The model server failed (HTTP 5xx)."
+    transient = True
 
 
 class MalformedReply(AmbiguousFailure):
@@ -254,18 +265,35 @@ class ProviderConfigError(ProviderError):
     """The account is unusable (unknown provider, missing model). Nothing was sent."""
 
     code = "PROVIDER_CONFIG"
+    words = "The model account cannot make calls as it is set up: check its provider and model."
 
 
 class EgressRefusedError(ProviderConfigError):
     """The account's base URL is an address the egress policy refuses. Nothing was sent."""
 
     code = "EGRESS_REFUSED"
+    words = (
+        "The base URL is an address this site does not connect to; the operator can allow it "
+        "(GARDEN_EGRESS_ALLOW_PROVIDERS)."
+    )
 
 
 class CredentialError(ProviderConfigError):
     """The account's key cannot be used: not granted, not configured, or unreadable. Nothing
     was sent. ``code`` names which."""
 
+    words = "The account's key cannot be used here: check the key on the account's page."
+
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+def _failures(base: type[ProviderError] = ProviderError) -> list[type[ProviderError]]:
+    return [base] + [k for sub in base.__subclasses__() for k in _failures(sub)]
+
+
+def retry_may_help(code: str) -> bool:
+    """Whether a request that ended on the failure named ``code`` may well succeed if the
+    person sends it again (``ProviderError.transient``); False for any other code."""
+    return any(k.transient and k.code == code for k in _failures())

@@ -69,7 +69,10 @@
       if (invalid) { invalid.scrollIntoView({ block: "center" }); if (invalid.focus) invalid.focus(); }
       return;
     }
-    saved.textContent = "Saved. The next step of its groups uses it.";
+    // Its own room, and its groups when it has any: where the change shows next.
+    saved.textContent = Number(form.dataset.groups) > 0
+      ? "Saved. Its next reply uses it, in its own room and in its groups."
+      : "Saved. Its next reply uses it.";
     document.querySelectorAll(".js-agent-name").forEach((node) => { node.textContent = result.data.name; });
     document.title = `${result.data.name} | ${document.title.split(" | ").pop()}`;
   });

@@ -21,10 +21,56 @@
 
   // --- the request: budget and Stop ----------------------------------------------------------
 
-  function meterPart(label, used, limit) {
-    return make("span", { className: "budget-part" },
-      make("meter", { min: 0, max: limit, value: used || 0, "aria-label": `${label} calls used` }),
-      ` ${label} ${used || 0}/${limit}`);
+  // The request's calls in words a person reads: its steps (working calls) and its conclusion
+  // (the synthesis call); the raw counters one click away.
+  function conclusionWords(r) {
+    // A completed request concluded, by the synthesis call or by the coordinator's own answer.
+    if (r.state === "completed") return "conclusion written";
+    if (r.state === "synthesizing") return "writing the conclusion";
+    return ACTIVE.has(r.state) ? "conclusion not yet written" : "no conclusion written";
+  }
+  let stepsOpen = false; // kept open across the bar's redraws, as the members' costs are
+  function stepsPart(r) {
+    const used = r.budget.working_reserved || 0;
+    const limit = r.budget.working_limit;
+    const part = make("details", { className: "budget-part budget-steps" },
+      make("summary", { title: "Open for the model calls counted" },
+        make("meter", { min: 0, max: limit, value: used, "aria-label": "steps used" }),
+        ` ${used} of ${limit} steps used · ${conclusionWords(r)}`),
+      make("span", { className: "budget-figures",
+        text: `Model calls: working ${used}/${limit} · synthesis ${r.budget.synthesis_reserved || 0}/${r.budget.synthesis_limit}` }));
+    part.open = stepsOpen;
+    part.addEventListener("toggle", () => { stepsOpen = part.open; });
+    return part;
+  }
+
+  // A request that ended on a failure says what happened, in the words of its outcome; where
+  // asking again may help (a model server down, slow or busy), Retry sends the owner's message
+  // of that request again.
+  function ownerText(r) {
+    const own = [...room.messages.values()].find((m) => m.request === r.id && m.speaker.kind === "owner");
+    return own ? (own.content || []).filter((b) => b.type === "text").map((b) => b.text).join("\n").trim() : "";
+  }
+  function outcomePart(r) {
+    if (r.state !== "failed" || !r.outcome) return null;
+    const part = make("span", { className: "budget-part budget-outcome", text: r.outcome });
+    const text = r.retry_may_help ? ownerText(r) : "";
+    if (text && !room.deleted) {
+      const retry = make("button", { type: "button", className: "button retry", text: "Retry",
+        "aria-label": "Retry: send your message again" });
+      retry.addEventListener("click", async () => {
+        retry.disabled = true;
+        const result = await api("POST", `${urls.api}/messages`, { text });
+        retry.disabled = false;
+        if (!result.ok) { showErrors(composer, errorsOf(result)); return; }
+        if (result.data && result.data.message) onMessage(result.data.message);
+        if (result.data && result.data.request) onRequest(result.data.request);
+        textarea.focus();
+        shared.schedule();
+      });
+      part.append(" ", retry);
+    }
+    return part;
   }
 
   // How long the member has been working, counted here from the server's timestamp.
@@ -110,13 +156,11 @@
     // A status region announces what changes: redrawn only when something did (a draft
     // arriving re-renders the room several times a second).
     const shown = JSON.stringify([label, working && r.working, r.budget, r.usage, behind, r.state,
-      missing.map((m) => m.id)]);
+      missing.map((m) => m.id), r.outcome, Boolean(r.retry_may_help && ownerText(r))]);
     if (shown === budget.dataset.shown) return;
     budget.dataset.shown = shown;
     const parts = [make("strong", { text: label }), working ? workingPart(r.working) : null,
-      meterPart("working", r.budget.working_reserved, r.budget.working_limit),
-      meterPart("synthesis", r.budget.synthesis_reserved, r.budget.synthesis_limit),
-      usagePart(r)];
+      stepsPart(r), usagePart(r), outcomePart(r)];
     if (behind && ACTIVE.has(r.state)) {
       parts.push(make("span", { className: "budget-part", text: ` · ${behind} more waiting` }));
     }
