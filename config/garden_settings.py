@@ -169,6 +169,8 @@ GARDEN_THROTTLE_RATES = {
     "read": env.str("GARDEN_THROTTLE_READ", default="600/min"),
     "write": env.str("GARDEN_THROTTLE_WRITE", default="120/min"),
     "messages": env.str("GARDEN_THROTTLE_MESSAGES", default="30/min"),
+    # An export builds a whole history in memory (up to GARDEN_EXPORT_MAX_BYTES).
+    "exports": env.str("GARDEN_THROTTLE_EXPORTS", default="10/min"),
 }
 # Scripted accounts are a development and demo tool: ordinary users may create them only where
 # this is on (staff always may, in the admin).

@@ -1,6 +1,7 @@
 """Per-owner request rates (fair share of the web tier): every signed-in person has a budget
 per scope — ``read`` for GETs, ``write`` for other methods, ``messages`` for posting to a room
-or a conversation — set in GARDEN_THROTTLE_RATES.
+or a conversation, ``exports`` for a room's history as a download — set in
+GARDEN_THROTTLE_RATES.
 
 With REDIS_URL set, every web process counts together in Redis, and the check and the count
 are one Lua script (a sliding window in a sorted set: drop what is older than the window,
@@ -22,7 +23,12 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from garden.redis_conn import redis_client
 
-_SCOPE_NAMES = {"read": "reading", "write": "changes", "messages": "posting messages"}
+_SCOPE_NAMES = {
+    "read": "reading",
+    "write": "changes",
+    "messages": "posting messages",
+    "exports": "exports",
+}
 _PERIODS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
 
 # KEYS[1] the window; ARGV: window in ms, limit, a unique member. Redis's clock, so web hosts

@@ -212,6 +212,8 @@ def _responses(what: str) -> dict:
 
 
 class GroupExportApi(APIView):
+    # An export builds a whole history in memory: its own, tighter rate.
+    throttle_scopes = {"GET": "exports"}
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _ErrorsAsJSON
 
@@ -232,6 +234,7 @@ class GroupExportApi(APIView):
 
 
 class ConversationExportApi(APIView):
+    throttle_scopes = {"GET": "exports"}
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _ErrorsAsJSON
 

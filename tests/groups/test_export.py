@@ -359,3 +359,13 @@ def test_collect_stops_at_the_first_chunk_past_the_cap():
         collect(chunks(), max_bytes=5)
     assert (refused.value.code, refused.value.status) == ("EXPORT_TOO_LARGE", 413)
     assert taken == ["ab", "cd", "ef"]
+
+
+def test_exports_have_their_own_tighter_rate(api, group_factory, settings):
+    settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "exports": "2/min"}
+    group = group_factory(concierge_rules=[], members={})
+    path = f"/api/groups/{group.pk}/export"
+    assert [api.get(path).status_code for _ in range(2)] == [200, 200]
+    body = assert_refused(api.get(path, {"format": "markdown"}), 429, "THROTTLED")
+    assert "exports" in body["message"]
+    assert api.get(f"/api/groups/{group.pk}").status_code == 200  # reads go on
