@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from garden.api.errors import REFUSED
+from garden.api.errors import ErrorOutput
 from garden.errors import MAX_ID
 from garden.models import Message
 from garden.payloads import SpeakerOutput
@@ -113,7 +113,7 @@ class SearchApi(APIView):
             ),
             SearchInput,
         ],
-        responses={200: SearchOutput, **REFUSED},
+        responses={200: SearchOutput, 400: ErrorOutput, 403: ErrorOutput},
         description="The turns of your 1:1 conversations and your groups' threads whose text "
         "holds every word, newest first (page with before=next_before).",
     )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from garden.models import Conversation, Message
 from garden.services.agents import agent_create, agent_remove
@@ -183,6 +185,21 @@ def test_tsquery_syntax_in_a_query_is_only_words(api, owner):
     asked(team(owner), "compost")
     assert search(api, "compost:* | !leaf & (")["results"]
     assert search(api, "'; DROP TABLE garden_message; --")["results"] == []
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(q=st.text(max_size=220))
+def test_any_query_is_searched_or_refused_by_name(api, q):
+    """Whatever is typed (tsquery syntax, LIKE wildcards, NUL, any script), the answer is a page
+    of results or SEARCH_QUERY_INVALID, never a database error."""
+    response = api.get("/api/search", {"q": q})
+    if response.status_code == 400:
+        assert response.json()["code"] == "SEARCH_QUERY_INVALID"
+    else:
+        assert response.status_code == 200, response.content
+        assert response.json()["results"] == []
 
 
 def test_signed_out_is_refused(client):
