@@ -120,6 +120,8 @@ def outcome(view: ApprovalView) -> str:
                 "and it was not run again."
             )
         changed = " with changes" if view.changed else ""
+        if view.reason.startswith(("could not run", "failed")):
+            return f"Approved{changed} {by}, but it {view.reason.rstrip('.')}."
         return f"Approved{changed} {by} — {'it ran' if view.executed else 'running it now'}."
     if _reason(view.reason):
         return f"Rejected: {_reason(view.reason)}."

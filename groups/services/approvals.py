@@ -275,6 +275,11 @@ def _record_and_resume(
         ],
     )
     if approval.status == Approval.Status.APPROVED:
+        failed = _failure_words(outcome)
+        if failed and not approval.reason:
+            # What every surface says of it: Telegram's message reads the reason.
+            approval.reason = failed[:200]
+            approval.save(update_fields=["reason"])
         message_append(
             conversation_id=approval.conversation_id,
             speaker_kind=Message.SpeakerKind.AGENT,
@@ -308,12 +313,21 @@ def _ran_line(approval: Approval, outcome: ToolOutcome) -> str:
             "stopped before its result was recorded: whether it ran is unknown, and it was "
             "not run again."
         )
-    if outcome.is_error:
-        why = outcome.content.splitlines()[0][:300] if outcome.content else outcome.code
-        if outcome.code in NEVER_RAN_CODES or outcome.code.startswith("INVALID_"):
-            return f"{approval.agent.name} was allowed to {what} ({where}), but it could not run: {why}"
-        return f"{approval.agent.name} was allowed to {what} ({where}), but it failed: {why}"
+    failed = _failure_words(outcome)
+    if failed:
+        return f"{approval.agent.name} was allowed to {what} ({where}), but it {failed}"
     return f"{approval.agent.name} was allowed to {what} ({where}); it ran."
+
+
+def _failure_words(outcome: ToolOutcome) -> str:
+    """How an approved action's error result is said — "could not run: …" when it never
+    started, "failed: …" when it ran and failed — or "" for a result that is no error."""
+    if not outcome.is_error or outcome.code == "UNKNOWN":
+        return ""
+    why = outcome.content.splitlines()[0][:300] if outcome.content else outcome.code
+    if outcome.code in NEVER_RAN_CODES or outcome.code.startswith("INVALID_"):
+        return f"could not run: {why}"
+    return f"failed: {why}"
 
 
 # An approved action's outcome codes that say it never started (any other error: it ran and

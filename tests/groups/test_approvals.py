@@ -675,3 +675,6 @@ def test_an_approved_action_that_could_not_run_is_never_said_to_have_run(writing
     ]
     assert "it ran." not in line and "could not run: NOT_RUN" in line, line
     assert Artifact.objects.count() == 0
+    # Every surface reads it from the approval: Telegram's message says the same.
+    approval.refresh_from_db()
+    assert approval.reason.startswith("could not run: NOT_RUN")

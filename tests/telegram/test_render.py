@@ -71,6 +71,19 @@ def test_each_outcome_is_said_in_words_and_the_buttons_go():
         "Approved by you on Telegram — the worker running it stopped: whether it ran is "
         "unknown, and it was not run again."
     )
+    # Its result was an error: never "it ran".
+    assert said(
+        status="approved",
+        surface="telegram",
+        executed=True,
+        reason="could not run: NOT_RUN: file.write is no longer among @ledger's tools.",
+    ) == (
+        "Approved by you on Telegram, but it could not run: NOT_RUN: file.write is no longer "
+        "among @ledger's tools."
+    )
+    assert said(
+        status="approved", surface="dashboard", executed=True, reason="failed: STORAGE_FULL"
+    ) == ("Approved by you in the dashboard, but it failed: STORAGE_FULL.")
 
 
 def test_a_late_press_is_told_it_was_already_decided():
