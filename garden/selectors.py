@@ -6,7 +6,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils.functional import SimpleLazyObject
 
 from garden import credentials
@@ -29,6 +30,25 @@ def conversation_list(*, owner: AbstractBaseUser) -> QuerySet[Conversation]:
 
 def conversation_get(*, owner: AbstractBaseUser, conversation_id: int) -> Conversation | None:
     return conversation_list(owner=owner).filter(pk=conversation_id).first()
+
+
+def conversation_summaries(
+    *, owner: AbstractBaseUser, agent_id: int | None = None
+) -> QuerySet[Conversation]:
+    """The person's 1:1 conversations (with ``agent_id`` alone when given), the one spoken in
+    last first: each with ``last_activity_at`` (its last turn's time, or its creation's) and
+    ``first_content`` (its first turn's blocks, for its first words when it has no title)."""
+    turns = Message.objects.filter(conversation=OuterRef("pk"))
+    # The last turn is found by the thread's own counter: one row of the (thread, seq) index.
+    last = turns.filter(seq=OuterRef("last_seq")).values("created_at")[:1]
+    first = turns.filter(kind=Message.Kind.TURN).order_by("seq").values("content")[:1]
+    found = conversation_list(owner=owner)
+    if agent_id is not None:
+        found = found.filter(agent_id=agent_id)
+    return found.annotate(
+        last_activity_at=Coalesce(Subquery(last), "created_at"),
+        first_content=Subquery(first, output_field=JSONField()),
+    ).order_by("-last_activity_at", "-id")
 
 
 def message_list(

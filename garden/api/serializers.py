@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from garden.budgets import budget_usage
+from garden.errors import MAX_ID
 from garden.models import AccessToken, Agent, Conversation, ModelAccount
 from garden.selectors import account_key_status
 from garden.tools import APPROVAL_POLICIES
@@ -243,15 +244,82 @@ class AgentChangeInput(serializers.Serializer):
         return super().to_internal_value(data)
 
 
+# How much of an untitled conversation's first turn names it in a list.
+FIRST_WORDS_CHARS = 60
+UNTITLED = "New conversation"
+
+
+def first_words(content: list | None, *, limit: int = FIRST_WORDS_CHARS) -> str:
+    """The start of a turn's text on one line, cut at a word within ``limit`` characters."""
+    blocks = content if isinstance(content, list) else []
+    text = " ".join(
+        " ".join(str(b.get("text", "")).split())
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "text"
+    ).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    if text[limit - 1] != " " and " " in cut:
+        cut = cut.rsplit(" ", 1)[0]  # not in the middle of a word
+    return cut.rstrip(" ,.;:") + "…"
+
+
 class ConversationOutput(serializers.ModelSerializer):
+    """A 1:1 conversation as a list shows it (read from ``conversation_summaries``)."""
+
+    last_activity_at = serializers.DateTimeField(
+        help_text="When its last turn was written, or when it was started if it has none."
+    )
+    first_words = serializers.SerializerMethodField(
+        help_text="The start of its first turn, on one line ('' before anything is said)."
+    )
+    label = serializers.SerializerMethodField(
+        help_text=f"What a list names it by: its title, else its first words, else '{UNTITLED}'."
+    )
+
     class Meta:
         model = Conversation
-        fields = ["id", "agent", "title", "status", "last_seq", "created_at"]
+        fields = [
+            "id",
+            "agent",
+            "title",
+            "label",
+            "first_words",
+            "status",
+            "last_seq",
+            "created_at",
+            "last_activity_at",
+        ]
+
+    def get_first_words(self, conversation: Conversation) -> str:
+        return first_words(getattr(conversation, "first_content", None))
+
+    def get_label(self, conversation: Conversation) -> str:
+        return conversation.title or self.get_first_words(conversation) or UNTITLED
 
 
 class ConversationInput(serializers.Serializer):
     agent = serializers.IntegerField()
-    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    title = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="At most 100 characters once trimmed (TITLE_TOO_LONG); blank: untitled.",
+    )
+
+
+class ConversationListQuery(serializers.Serializer):
+    agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+
+
+class ConversationChangeInput(serializers.Serializer):
+    title = serializers.CharField(
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="The new title: at most 100 characters once trimmed (TITLE_TOO_LONG), one "
+        "line (TITLE_INVALID); blank makes it untitled again, named by its first words.",
+    )
 
 
 class AccountTestOutput(serializers.Serializer):

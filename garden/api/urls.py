@@ -20,6 +20,11 @@ urlpatterns = [
     path("agents", views.AgentListCreateApi.as_view(), name="agents"),
     path("agents/<int:agent_id>", views.AgentDetailApi.as_view(), name="agent"),
     path("conversations", views.ConversationListCreateApi.as_view(), name="conversations"),
+    path(
+        "conversations/<int:conversation_id>",
+        views.ConversationDetailApi.as_view(),
+        name="conversation",
+    ),
     path("mcp-servers", mcp.McpServerListCreateApi.as_view(), name="mcp-servers"),
     path("mcp-servers/<int:server_id>", mcp.McpServerDetailApi.as_view(), name="mcp-server"),
     path(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 
 from garden import selectors
 from garden.api.auth import SessionOnly
+from garden.api.errors import REFUSED, ErrorOutput
 from garden.api.serializers import (
     AccessTokenCreatedOutput,
     AccessTokenInput,
@@ -20,7 +21,9 @@ from garden.api.serializers import (
     AgentChangeInput,
     AgentInput,
     AgentOutput,
+    ConversationChangeInput,
     ConversationInput,
+    ConversationListQuery,
     ConversationOutput,
     CredentialOutput,
     ModelAccountChangedOutput,
@@ -39,7 +42,7 @@ from garden.services.accounts import (
     scripted_account_for,
 )
 from garden.services.agents import agent_create, agent_remove, agent_update
-from garden.services.conversations import conversation_create
+from garden.services.conversations import agent_conversation_create, conversation_rename
 from garden.services.tokens import token_create, token_revoke
 
 
@@ -215,13 +218,28 @@ class AgentDetailApi(APIView):
 
 
 class ConversationListCreateApi(APIView):
-    @extend_schema(responses=ConversationOutput(many=True))
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("agent", int, description="Only the conversations with this agent.")
+        ],
+        responses={200: ConversationOutput(many=True), 400: ErrorOutput},
+        description="Your 1:1 conversations, the one spoken in last first (by its last turn, "
+        "or by when it was started if nothing has been said in it).",
+    )
     def get(self, request: Request) -> Response:
-        return Response(
-            ConversationOutput(selectors.conversation_list(owner=request.user), many=True).data
+        query = ConversationListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = selectors.conversation_summaries(
+            owner=request.user, agent_id=query.validated_data.get("agent")
         )
+        return Response(ConversationOutput(found, many=True).data)
 
-    @extend_schema(request=ConversationInput, responses={201: ConversationOutput})
+    @extend_schema(
+        request=ConversationInput,
+        responses={201: ConversationOutput, 400: ErrorOutput},
+        description="Start a new conversation with one of your agents (AGENT_NOT_FOUND "
+        "otherwise); a title is optional (TITLE_TOO_LONG, TITLE_INVALID).",
+    )
     def post(self, request: Request) -> Response:
         data = ConversationInput(data=request.data)
         data.is_valid(raise_exception=True)
@@ -230,10 +248,42 @@ class ConversationListCreateApi(APIView):
         )
         if agent is None:
             raise ServiceError("AGENT_NOT_FOUND", "No such agent.", field="agent")
-        conversation = conversation_create(
+        made = agent_conversation_create(
             owner=request.user, agent=agent, title=data.validated_data["title"]
         )
-        return Response(ConversationOutput(conversation).data, status=status.HTTP_201_CREATED)
+        return Response(_summary(request, made.pk), status=status.HTTP_201_CREATED)
+
+
+def _summary(request: Request, conversation_id: int) -> dict:
+    """The one shape of a conversation in the API: as its list shows it."""
+    found = selectors.conversation_summaries(owner=request.user).filter(pk=conversation_id).first()
+    if found is None:
+        raise not_found("conversation")
+    return ConversationOutput(found).data
+
+
+class ConversationDetailApi(APIView):
+    @extend_schema(responses={200: ConversationOutput, **REFUSED})
+    def get(self, request: Request, conversation_id: int) -> Response:
+        return Response(_summary(request, conversation_id))
+
+    @extend_schema(
+        request=ConversationChangeInput,
+        responses={200: ConversationOutput, **REFUSED},
+        description="Rename the conversation: TITLE_TOO_LONG past 100 characters, "
+        "TITLE_INVALID for a control character; a blank title makes it untitled again. "
+        "Another person's conversation is 404.",
+    )
+    def patch(self, request: Request, conversation_id: int) -> Response:
+        conversation = selectors.conversation_get(
+            owner=request.user, conversation_id=conversation_id
+        )
+        if conversation is None:
+            raise not_found("conversation")
+        data = ConversationChangeInput(data=request.data)
+        data.is_valid(raise_exception=True)
+        conversation_rename(conversation=conversation, title=data.validated_data["title"])
+        return Response(_summary(request, conversation.pk))
 
 
 def _password_confirmed(request: Request, password: str) -> None:

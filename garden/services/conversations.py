@@ -11,8 +11,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from garden import events, statements
+from garden.errors import ServiceError
 from garden.models import Agent, Conversation, Message
 from garden.payloads import message_created_event
+from garden.selectors import conversation_summaries
 from garden.statements import RowUpdate
 from garden.storage import turn_bytes
 
@@ -35,18 +37,55 @@ def conversation_create(
     return conversation
 
 
+# A conversation's title is a line in a list, not a text: as long as a group's name.
+TITLE_MAX_CHARS = 100
+
+
+def conversation_title_check(title: str) -> str:
+    """``title`` as it is kept (trimmed; blank means untitled), or a named refusal."""
+    title = title.strip()
+    if len(title) > TITLE_MAX_CHARS:
+        raise ServiceError(
+            "TITLE_TOO_LONG",
+            f"A conversation's title has at most {TITLE_MAX_CHARS} characters.",
+            field="title",
+        )
+    if any(not ch.isprintable() for ch in title):
+        raise ServiceError(
+            "TITLE_INVALID",
+            "A title is one line of text, without control characters.",
+            field="title",
+        )
+    return title
+
+
+def agent_conversation_create(
+    *, owner: AbstractBaseUser, agent: Agent, title: str = ""
+) -> Conversation:
+    """A new 1:1 conversation with ``agent``: its room lists it first and shows it."""
+    return conversation_create(owner=owner, agent=agent, title=conversation_title_check(title))
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    """Give ``conversation`` a new title (blank: untitled, shown by its first words)."""
+    conversation.title = conversation_title_check(title)
+    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    return conversation
+
+
 def agent_conversation_open(*, owner: AbstractBaseUser, agent: Agent) -> Conversation:
-    """The owner's latest open 1:1 conversation with ``agent`` — the one its room shows —
-    made on first use (under the agent's row, so two first visits make one)."""
-    threads = Conversation.objects.filter(
-        owner=owner, agent=agent, status=Conversation.Status.OPEN
-    ).order_by("-id")
+    """The owner's open 1:1 conversation with ``agent`` spoken in last (or started last) — the
+    one its room shows unless asked for another — made on first use (under the agent's row, so
+    two first visits make one)."""
+    threads = conversation_summaries(owner=owner, agent_id=agent.pk).filter(
+        status=Conversation.Status.OPEN
+    )
     found = threads.first()
     if found is not None:
         return found
     with transaction.atomic():
         Agent.objects.select_for_update(no_key=True).filter(pk=agent.pk).first()
-        return threads.first() or conversation_create(owner=owner, agent=agent, title=agent.name)
+        return threads.first() or conversation_create(owner=owner, agent=agent)
 
 
 def message_append(
