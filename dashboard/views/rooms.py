@@ -19,7 +19,7 @@ from garden.models import Agent, Conversation, ModelAccount
 from garden.selectors import agent_list, conversation_get
 from garden.services.conversations import agent_conversation_open
 from garden.tools.visits import room_visits
-from groups.models import Group, Membership
+from groups.models import MESSAGE_MAX_CHARS, Group, Membership
 from groups.payloads import group_payload
 from groups.selectors import group_get, room_conversation
 from groups.services.requests import solo_room_for
@@ -79,6 +79,8 @@ def _room_data(
             "max": settings.GARDEN_MAX_ATTACHMENTS,
             "max_bytes": settings.GARDEN_ATTACHMENT_MAX_BYTES,
         },
+        # The composer counts towards it as the person types (the API refuses past it).
+        "message_max_chars": MESSAGE_MAX_CHARS,
     }
 
 

@@ -4,6 +4,8 @@ through selectors, refusals are ServiceErrors mapped in one place."""
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
@@ -20,7 +22,7 @@ from garden.heartbeat import workers_alive
 from garden.models import AccessToken
 from garden.payloads import AgentFaceOutput, MessageOutput, message_payload
 from groups import selectors
-from groups.models import MEMORY_SENTENCE, Approval, Group
+from groups.models import MEMORY_SENTENCE, MESSAGE_MAX_CHARS, Approval, Group
 from groups.payloads import (
     ApprovalOutput,
     RequestOutput,
@@ -63,8 +65,33 @@ def _webhook_field() -> serializers.IntegerField:
     )
 
 
+class MessageTooLong(MaxLengthValidator):
+    """MESSAGE_TOO_LONG: the limit and the length said, and what to do instead."""
+
+    code = "MESSAGE_TOO_LONG"
+
+    def __call__(self, value: str) -> None:
+        if len(value) > self.limit_value:
+            raise ValidationError(
+                f"A message can be at most {self.limit_value:,} characters; this one has "
+                f"{len(value):,}. Shorten it, or attach the text as a file.",
+                code=self.code,
+            )
+
+
+class MessageTextField(serializers.CharField):
+    """A room message's text: at most MESSAGE_MAX_CHARS characters, refused by name."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(max_length=MESSAGE_MAX_CHARS, trim_whitespace=True, **kwargs)
+        self.validators = [
+            *(v for v in self.validators if not isinstance(v, MaxLengthValidator)),
+            MessageTooLong(MESSAGE_MAX_CHARS),
+        ]
+
+
 class RoomMessageInput(serializers.Serializer):
-    text = serializers.CharField(max_length=20_000, trim_whitespace=True)
+    text = MessageTextField()
     webhook = _webhook_field()
 
 
@@ -78,9 +105,7 @@ class RoomMessageUploadInput(serializers.Serializer):
     files, each a picture (PNG, JPEG, GIF, WebP), a PDF or a UTF-8 text document (plain text,
     Markdown, CSV, JSON), recognised by its contents."""
 
-    text = serializers.CharField(
-        max_length=20_000, trim_whitespace=True, required=False, allow_blank=True, default=""
-    )
+    text = MessageTextField(required=False, allow_blank=True, default="")
     files = serializers.ListField(
         child=UploadField(allow_empty_file=True, use_url=False),
         required=False,

@@ -15,6 +15,9 @@ MEMORY_SENTENCE = "What is in the room is seen by the room."
 # Conservative, well under the smallest common model's context (8k tokens ≈ 32k chars),
 # since every member turn re-sends the whole room.
 DEFAULT_ROOM_CAP_CHARS = 24_000
+# The longest message a person may post in a room (the composer counts towards it as they type);
+# anything longer goes as an attached document.
+MESSAGE_MAX_CHARS = 20_000
 
 
 class Group(models.Model):

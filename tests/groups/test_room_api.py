@@ -51,7 +51,7 @@ def test_post_a_message_stores_the_turn_and_a_queued_request(api, group):
         ({}, "text", "required"),
         ({"text": "   "}, "text", "blank"),
         ({"text": "@ghost, do it"}, "text", "UNKNOWN_MEMBER"),
-        ({"text": "x" * 20_001}, "text", "max_length"),
+        ({"text": "x" * 20_001}, "text", "MESSAGE_TOO_LONG"),
     ],
 )
 def test_bad_messages_are_400_and_write_nothing(api, group, payload, field, code):

@@ -95,6 +95,48 @@
     if (option && mention) insertMention(option.dataset.handle);
   });
 
+  // --- the limit: counted as the person types, shown near it; past it Send waits ------------
+
+  const limit = shared.data.message_max_chars;
+  const counter = $("composer-count");
+  const limitError = $("composer-limit");
+  const sendButton = composer.querySelector("[type=submit]");
+  const number = (n) => n.toLocaleString("en");
+  // Counted as the server counts: the spaces around the text are trimmed first.
+  const tooLong = () => textarea.value.trim().length > limit;
+  let wasOver = false;
+  function showLength() {
+    const length = textarea.value.trim().length;
+    const over = length > limit;
+    counter.hidden = length < limit * 0.9;
+    counter.textContent = over
+      ? `${number(length)} / ${number(limit)} characters: ${number(length - limit)} over the limit`
+      : `${number(length)} / ${number(limit)} characters`;
+    counter.classList.toggle("is-over", over);
+    // Said once as it goes over (an alert), not at every key; the count itself is not announced.
+    if (over !== wasOver) {
+      wasOver = over;
+      limitError.textContent = over
+        ? `Too long to send: a message can be at most ${number(limit)} characters. Shorten it, or attach the text as a file.`
+        : "";
+      if (!over) textarea.removeAttribute("aria-invalid");
+    }
+    if (over) textarea.setAttribute("aria-invalid", "true");
+    sendButton.disabled = over || Boolean(room.deleted);
+  }
+  // On the document, after common.js's listener that clears a field's error as it is edited.
+  document.addEventListener("input", (event) => { if (event.target === textarea) showLength(); });
+
+  // --- the skip link: the first stop of Tab, to the message box ----------------------------
+
+  const skip = $("skip-to-composer");
+  if (skip) {
+    // Before the admin's "Skip to main content", which its template puts first in the body.
+    document.body.prepend(skip);
+    // Focus without a new #fragment: the room's own fragments open it at a turn.
+    skip.addEventListener("click", (event) => { event.preventDefault(); textarea.focus(); });
+  }
+
   // --- attachments: chosen with the file input, each removable before sending ----------------
 
   const fileInput = $("composer-files");
@@ -148,7 +190,7 @@
   composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = textarea.value.trim();
-    if ((!text && !chosen.length) || room.deleted) return;
+    if ((!text && !chosen.length) || room.deleted || tooLong()) return;
     const send = composer.querySelector("[type=submit]");
     showErrors(composer, []);
     send.disabled = true;
@@ -156,6 +198,7 @@
     send.disabled = false;
     if (!result.ok) { showErrors(composer, errorsOf(result)); return; }
     textarea.value = "";
+    showLength();
     chosen = [];
     renderFiles();
     closeMentions();
