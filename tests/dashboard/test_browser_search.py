@@ -8,10 +8,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from garden.models import Conversation
+from garden.models import Agent, Conversation, Message
+from garden.services.conversations import message_append, text_block
 from groups.services.requests import group_conversation_open
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled
 from tests.dashboard.helpers import caught_up, household, say
@@ -104,3 +106,32 @@ def test_a_turn_of_a_closed_thread_opens_that_thread_read_only(open_page, owner)
     page.get_by_role("link", name="Back to the current thread").click()
     expect(page.locator("#transcript")).to_contain_text("Live news of the open thread.")
     expect(page.locator("#composer")).to_be_visible()
+
+
+def test_a_one_to_one_turn_opens_the_agents_room_at_it(open_page, owner):
+    household(owner)
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    conversation = Conversation.objects.create(owner=owner, agent=ledger)
+    for n in range(30):
+        with transaction.atomic():
+            message_append(
+                conversation_id=conversation.pk,
+                speaker_kind=Message.SpeakerKind.AGENT,
+                speaker_agent=ledger,
+                content=[text_block(FOUND if n == 3 else f"Entry {n}: " + "rent and food " * 8)],
+            )
+    page = open_page(owner, "/dashboard/")
+    page.set_viewport_size(PHONE)
+    search_from_header(page, "mulch")
+    link = page.get_by_role("link", name=re.compile("Ledger"))
+    expect(link).to_contain_text("rhubarb crowns")
+    link.click()
+    expect(page).to_have_url(
+        re.compile(rf"/dashboard/agents/{ledger.pk}/room/\?conversation={conversation.pk}#turn-4$")
+    )
+    found = page.locator("#transcript > li.turn-found")
+    expect(found).to_contain_text("rhubarb crowns")
+    expect(found).to_be_in_viewport()
+    expect(page.get_by_label("Message to Ledger")).to_be_visible()  # the open one: not read-only
+    fits(page, PHONE)
+    assert_accessible(page)
