@@ -72,6 +72,39 @@ def attachment_file(*, owner: AbstractBaseUser, artifact_id: int) -> tuple[Artif
     return (row.artifact, bytes(row.data)) if row else None
 
 
+# What a document is downloaded as when its title has no extension, by its media type.
+_EXTENSIONS = {
+    "text/markdown": ".md",
+    "text/plain": ".txt",
+    "text/csv": ".csv",
+    "application/json": ".json",
+    "application/vnd.garden.chart+json": ".json",
+}
+
+
+def artifact_download(
+    *, owner: AbstractBaseUser, artifact_id: int
+) -> tuple[str, str, bytes] | None:
+    """Any artifact of the owner's as a file: its name, media type and bytes (an attached
+    file's as it was stored, anything else its text in UTF-8); None for another owner's.
+    A ``.md`` document saved as plain text is Markdown, and is named so."""
+    if not is_row_id(artifact_id):
+        return None
+    artifact = Artifact.objects.filter(pk=artifact_id, owner=owner).first()
+    if artifact is None:
+        return None
+    stored = AttachmentData.objects.filter(artifact=artifact).first()
+    data = bytes(stored.data) if stored else artifact.content.encode("utf-8")
+    mime = artifact.mime_type.split(";")[0].strip() or "text/plain"
+    title = artifact.title.strip() or f"document-{artifact.pk}"
+    if mime == "text/plain" and title.lower().endswith(".md"):
+        mime = "text/markdown"
+    extension = _EXTENSIONS.get(mime)
+    if not stored and extension and "." not in title.rsplit("/", 1)[-1]:
+        title += extension
+    return title, mime, data
+
+
 def agent_groups(*, owner: AbstractBaseUser, agent: Agent) -> QuerySet[Group]:
     return Group.objects.filter(
         owner=owner, deleted_at__isnull=True, memberships__agent=agent

@@ -83,6 +83,11 @@ class DashboardSite(admin.AdminSite):
                 self.admin_view(rooms.artifact_file, cacheable=True),
                 name="artifact_file",
             ),
+            path(
+                "artifacts/<int:artifact_id>/download",
+                self.admin_view(records.document_download),
+                name="artifact_download",
+            ),
         ]
         # Ours first: the admin ends its list with a catch-all.
         return own + super().get_urls()

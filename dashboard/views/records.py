@@ -3,10 +3,11 @@ calls, tokens and cost per day."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.http import content_disposition_header
 
+from dashboard import selectors
 from dashboard.views.context import page_context
 from garden.api.artifacts import artifact_payload
 from garden.storage import owner_artifacts, storage_usage
@@ -30,6 +31,27 @@ def documents(request: HttpRequest) -> HttpResponse:
             usage=storage_usage(owner_id=request.user.pk).to_json(),
         ),
     )
+
+
+# A download is a file to keep, never a page to run: no script, no plugin, nothing fetched.
+DOWNLOAD_POLICY = "default-src 'none'; sandbox"
+
+
+def document_download(request: HttpRequest, artifact_id: int) -> HttpResponse:
+    """One of the owner's documents (or files, or charts) as a file to save, under its title
+    and media type; another owner's, or none, is a 404."""
+    found = selectors.artifact_download(owner=request.user, artifact_id=artifact_id)
+    if found is None:
+        raise Http404("No such document.")
+    name, mime, data = found
+    text = mime.startswith("text/") or mime.endswith("json")
+    response = HttpResponse(data, content_type=f"{mime}; charset=utf-8" if text else mime)
+    response["Content-Disposition"] = content_disposition_header(as_attachment=True, filename=name)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = DOWNLOAD_POLICY
+    response["Cross-Origin-Resource-Policy"] = "same-origin"
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 def usage(request: HttpRequest) -> HttpResponse:
