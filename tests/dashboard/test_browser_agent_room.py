@@ -107,7 +107,10 @@ def test_stop_ends_the_agents_running_request(open_page, owner, ledger, live_wor
     wait_for(lambda: GroupRequest.objects.get(pk=request.pk).state == "stopped")
     worker_quiescent()
     caught_up(page, request.conversation, channel=f"group-{request.group_id}")
-    assert not Message.objects.filter(request=request, speaker_kind="agent").exists()
+    # What Ledger had written stays as its turn, marked stopped; the rest never comes.
+    (kept,) = Message.objects.filter(request=request, speaker_kind="agent")
+    assert kept.stopped_at is not None and ANSWER.startswith(kept.content[0]["text"])
+    expect(page.locator("#transcript .turn--stopped")).to_contain_text("This month you spent")
     expect(page.locator("#transcript", has_text="can go to savings")).to_have_count(0)
     assert Agent.objects.get(pk=ledger.pk).can_run
 

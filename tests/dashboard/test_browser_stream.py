@@ -12,7 +12,6 @@ from playwright.sync_api import expect
 
 from garden.models import Agent, Message
 from groups.models import GroupRequest
-from tests.conftest import wait_for
 from tests.dashboard.conftest import open_room, send
 from tests.dashboard.helpers import caught_up, household
 from tests.garden.providers.httpserver import ScriptedServer
