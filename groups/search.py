@@ -30,14 +30,15 @@ _WORDS = (
     "to_tsvector('simple'::regconfig, jsonb_path_query_array("
     f'"{Message._meta.db_table}"."content", \'$[*] ? (@.type == "text").text\'))'
 )
-# One word of the query: letters and digits (the PostgreSQL parser splits at the rest too), so a
-# term never carries tsquery syntax or a LIKE wildcard.
-_TERM = re.compile(r"[^\W_]+")
+# The punctuation around a word as typed ("(compost," -> "compost"); what is inside it stays
+# ("e-mail", "bob@example.com", "2.5").
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
 
 
 @dataclass(frozen=True)
 class SearchQuery:
-    """A query as search reads it: the words it looks for, in the order typed."""
+    """A query as search reads it: the words it looks for, in the order typed — each what was
+    typed between spaces, without the punctuation around it, in lower case."""
 
     text: str
     terms: tuple[str, ...]
@@ -45,12 +46,15 @@ class SearchQuery:
 
 def search_query_check(*, q: str | None) -> SearchQuery:
     """``q`` as words to look for; refuses (SEARCH_QUERY_INVALID on ``q``) a query that is
-    missing, longer than QUERY_MAX_CHARS, has no letter or digit, or more than TERMS_MAX words."""
+    missing, longer than QUERY_MAX_CHARS, has no word (a letter or digit), or more than
+    TERMS_MAX words."""
     text = (q or "").strip()
     if len(text) > QUERY_MAX_CHARS:
         raise _invalid(f"Search for at most {QUERY_MAX_CHARS} characters.")
     # lower(), as PostgreSQL lowercases the words it indexes (casefold would turn ß to ss).
-    terms = tuple(dict.fromkeys(t.lower() for t in _TERM.findall(text)))
+    # Split at NUL too: no database keeps it in text.
+    words = (_EDGES.sub("", piece).lower() for piece in re.split(r"[\s\x00]+", text))
+    terms = tuple(dict.fromkeys(word for word in words if word))
     if not terms:
         raise _invalid("Type a word to search for.")
     if len(terms) > TERMS_MAX:
@@ -62,20 +66,32 @@ def _invalid(message: str) -> ServiceError:
     return ServiceError("SEARCH_QUERY_INVALID", message, field="q")
 
 
+def _tsquery(terms: tuple[str, ...]) -> str:
+    """Each term quoted, so PostgreSQL's parser splits it as it split the indexed text ("e-mail"
+    its parts in a row, an address whole), as a prefix; every one required. Inside quotes a
+    tsquery operator is only text."""
+    quoted = (term.replace("\\", "\\\\").replace("'", "''") for term in terms)
+    return " & ".join(f"'{term}':*" for term in quoted)
+
+
+def _like(term: str) -> str:
+    """``term`` anywhere in the text, its LIKE wildcards taken literally."""
+    return "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
 def _matches(terms: tuple[str, ...]) -> RawSQL | Q:
     """The condition that a turn's text blocks hold every term."""
     if connection.vendor == "postgresql":
-        words = " & ".join(f"{t}:*" for t in terms)
-        return RawSQL(f"{_WORDS} @@ to_tsquery('simple', %s)", [words], BooleanField())
+        return RawSQL(f"{_WORDS} @@ to_tsquery('simple', %s)", [_tsquery(terms)], BooleanField())
     table = Message._meta.db_table
     each = (
         f'EXISTS (SELECT 1 FROM json_each("{table}"."content") AS block '
         "WHERE json_extract(block.value, '$.type') = 'text' "
-        "AND json_extract(block.value, '$.text') LIKE %s)"
+        "AND json_extract(block.value, '$.text') LIKE %s ESCAPE '\\')"
     )
     found = Q()
-    for term in terms:  # LIKE ignores ASCII case; a term holds no wildcard (_TERM)
-        found &= Q(RawSQL(each, [f"%{term}%"], BooleanField()))
+    for term in terms:  # LIKE ignores ASCII case
+        found &= Q(RawSQL(each, [_like(term)], BooleanField()))
     return found
 
 

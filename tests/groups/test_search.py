@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from garden.models import Conversation, Message
@@ -181,6 +181,21 @@ def test_a_query_search_cannot_read_is_a_named_400(api, params, field, code):
     assert_refused(api.get("/api/search", params), 400, code, field=field)
 
 
+def test_a_word_is_what_was_typed_between_spaces_without_the_punctuation_around_it(api, owner):
+    group = team(owner)
+    conversation = Conversation.objects.create(owner=owner, group=group)
+    message_append(
+        conversation_id=conversation.pk,
+        speaker_kind=Message.SpeakerKind.OWNER,
+        content=[text_block("Write to bob@example.com about the e-mail: 50% off 2.5 kg, xzy.")],
+    )
+    for q in ("bob@example.com", "(e-mail)", "mail", "50%", "2.5", '"xzy"', "bob@example.com."):
+        assert len(search(api, q)["results"]) == 1, q
+    # LIKE's wildcards are only text on SQLite, as tsquery's operators are on PostgreSQL.
+    for q in ("x_y", "x%y", "bob@example.org"):
+        assert search(api, q)["results"] == [], q
+
+
 def test_tsquery_syntax_in_a_query_is_only_words(api, owner):
     asked(team(owner), "compost")
     assert search(api, "compost:* | !leaf & (")["results"]
@@ -191,6 +206,9 @@ def test_tsquery_syntax_in_a_query_is_only_words(api, owner):
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(q=st.text(max_size=220))
+@example(q="a\x00b")
+@example(q="it's a\\ b' ':*|& 100%_off")
+@example(q="🌱 компост ﬁsh ǅ")
 def test_any_query_is_searched_or_refused_by_name(api, q):
     """Whatever is typed (tsquery syntax, LIKE wildcards, NUL, any script), the answer is a page
     of results or SEARCH_QUERY_INVALID, never a database error."""
