@@ -5,8 +5,11 @@
 (function () {
   const list = document.getElementById("search-results");
   if (!list) return;
-  const terms = (list.dataset.terms.toLowerCase().match(/[\p{L}\p{N}]+/gu) || [])
-    .sort((a, b) => b.length - a.length);
+  // The words as search read them (groups/search.py): what was typed between spaces, without
+  // the punctuation around it; the longest first, so a word inside another marks the longer.
+  const terms = list.dataset.terms.toLowerCase().split(/\s+/)
+    .map((piece) => piece.replace(/^[^\p{L}\p{N}]+|[^\p{L}\p{N}]+$/gu, ""))
+    .filter(Boolean).sort((a, b) => b.length - a.length);
   if (!terms.length) return;
   const escape = (word) => word.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const pattern = new RegExp(`(${terms.map(escape).join("|")})`, "giu");
