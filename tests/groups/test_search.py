@@ -5,6 +5,8 @@ agent's; named refusals for a query it cannot read; on PostgreSQL, answered from
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.db import connection
 from hypothesis import HealthCheck, example, given, settings
@@ -256,3 +258,38 @@ def test_postgresql_answers_a_search_from_the_text_index(owner):
     plan = turn_search_rows(owner=owner, query=query)[: LIMIT_MAX + 1].explain()
     assert "message_text_search" in plan, plan
     assert len(turn_search_rows(owner=owner, query=query)) == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_migrating_again_rebuilds_an_index_a_failed_build_left_invalid():
+    """CREATE INDEX CONCURRENTLY that fails part-way leaves the index invalid under its name;
+    the migration run again drops it and builds it (IF NOT EXISTS alone would keep it)."""
+    migration = importlib.import_module("garden.migrations.0019_message_text_search")
+
+    def valid() -> bool | None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = %s",
+                [migration.INDEX],
+            )
+            row = cursor.fetchone()
+        return row[0] if row else None
+
+    assert valid() is True
+    with connection.cursor() as cursor:  # what a build cut short leaves
+        cursor.execute(
+            "UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass",
+            [migration.INDEX],
+        )
+    assert valid() is False
+    with connection.schema_editor(atomic=False) as editor:
+        migration.create_index(None, editor)
+    assert valid() is True
+    with connection.schema_editor(atomic=False) as editor:
+        migration.drop_index(None, editor)
+    assert valid() is None
+    with connection.schema_editor(atomic=False) as editor:
+        migration.create_index(None, editor)
+    assert valid() is True
