@@ -13,10 +13,11 @@ from django.utils.http import content_disposition_header
 
 from dashboard import selectors
 from dashboard.views.context import page_context
+from garden.api.serializers import ConversationOutput
 from garden.attachments import ACCEPT, IMAGE_TYPES
 from garden.errors import is_row_id
 from garden.models import Agent, Conversation, ModelAccount
-from garden.selectors import agent_list, conversation_get
+from garden.selectors import agent_list, conversation_get, conversation_summaries
 from garden.services.conversations import agent_conversation_open
 from garden.tools.visits import room_visits
 from groups.models import MESSAGE_MAX_CHARS, Group, Membership
@@ -154,18 +155,29 @@ def _agent_or_404(request: HttpRequest, agent_id: int) -> Agent:
     return agent
 
 
-def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
-    """The room of one agent: the person's latest open 1:1 conversation with it (a first one
-    made here), on the same room page as a group's — its messages run on the group loop in
-    the agent's own room (groups.services.requests.conversation_request_create)."""
-    agent = _agent_or_404(request, agent_id)
+def _agent_thread(request: HttpRequest, agent: Agent) -> Conversation:
+    """The conversation with ``agent`` a link asks for (``?conversation=``, one of the
+    person's with it, open or closed), else the open one spoken in last."""
     wanted = _wanted_conversation(request)
     asked = conversation_get(owner=request.user, conversation_id=wanted) if wanted else None
     if asked is not None and asked.agent_id == agent.pk:
-        conversation = asked  # one of the person's conversations with it, open or closed
-    else:
-        conversation = agent_conversation_open(owner=request.user, agent=agent)
+        return asked
+    return agent_conversation_open(owner=request.user, agent=agent)
+
+
+def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """The room of one agent: one of the person's 1:1 conversations with it (the one asked
+    for, else the open one spoken in last; a first one made here) beside the list of them all,
+    on the same room page as a group's — its messages run on the group loop in the agent's own
+    room (groups.services.requests.conversation_request_create)."""
+    agent = _agent_or_404(request, agent_id)
+    conversation = _agent_thread(request, agent)
     closed = conversation if conversation.status == Conversation.Status.CLOSED else None
+    room_url = reverse("dashboard:agent_room", args=[agent.pk])
+    # Its conversations, the one spoken in last first: the room's list, each a link to it.
+    threads = list(conversation_summaries(owner=request.user, agent_id=agent.pk))
+    conversations = ConversationOutput(threads, many=True).data
+    current = next((c for c in conversations if c["id"] == conversation.pk), None)
     room = solo_room_for(agent_id=agent.pk)
     # An agent's own room shows it as a team of one, under its own name.
     room.name, room.coordinator = agent.name, agent
@@ -175,10 +187,14 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
         group=room,
         api=f"/api/conversations/{conversation.pk}",
         socket=f"/ws/conversations/{conversation.pk}/",
-        canvas=reverse("dashboard:agent_canvas", args=[agent.pk]),
+        canvas=reverse("dashboard:agent_canvas", args=[agent.pk])
+        + f"?conversation={conversation.pk}",
         solo=True,
         thread=closed.pk if closed else None,
     )
+    data["agent"] = agent.pk
+    data["conversation"] = current
+    data["urls"].update(conversations="/api/conversations", room=room_url)
     return TemplateResponse(
         request,
         "dashboard/room.html",
@@ -196,15 +212,19 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
             attachment_accept=ACCEPT,
             room_data=data,
             closed_thread=closed,
-            room_url=reverse("dashboard:agent_room", args=[agent.pk]),
+            room_url=room_url,
+            # Each with its row, for the times the list shows in the person's zone.
+            conversations=list(zip(threads, conversations, strict=True)),
+            conversation=current,
         ),
     )
 
 
 def agent_canvas(request: HttpRequest, agent_id: int) -> HttpResponse:
-    """The Canvas list of the agent's room alone, for the room's script to refresh."""
+    """The Canvas list of the agent's room alone (of the conversation it shows,
+    ``?conversation=``), for the room's script to refresh."""
     agent = _agent_or_404(request, agent_id)
-    conversation = agent_conversation_open(owner=request.user, agent=agent)
+    conversation = _agent_thread(request, agent)
     return TemplateResponse(
         request,
         "dashboard/_canvas_list.html",

@@ -1,0 +1,80 @@
+// An agent's room: the list of its conversations (_conversations.html). New conversation starts
+// one and opens it; Rename names the one shown; on a phone the list opens over the room from
+// its bar and closes with Escape or a click elsewhere. Switching is a plain link.
+"use strict";
+
+(function () {
+  const { api, errorsOf, showErrors } = window.garden;
+  const shared = window.garden.room;
+  const { urls, $ } = shared;
+  const threads = $("threads");
+  if (!threads) return;
+
+  // --- the phone's bar ---------------------------------------------------------------------
+
+  const toggle = $("threads-toggle");
+  function setOpen(open, returnFocus) {
+    threads.classList.toggle("is-open", open);
+    toggle.setAttribute("aria-expanded", String(open));
+    if (!open && returnFocus) toggle.focus();
+  }
+  toggle.addEventListener("click", () => setOpen(!threads.classList.contains("is-open"), false));
+  threads.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && threads.classList.contains("is-open")) {
+      event.preventDefault();
+      setOpen(false, true);
+    }
+  });
+  document.addEventListener("click", (event) => {
+    if (!threads.contains(event.target)) setOpen(false, false);
+  });
+
+  // --- New conversation --------------------------------------------------------------------
+
+  const opened = (id) => `${urls.room}?conversation=${encodeURIComponent(id)}`;
+  const newButton = $("thread-new");
+  const newError = $("thread-new-error");
+  newButton.addEventListener("click", async () => {
+    newButton.disabled = true;
+    newError.textContent = "";
+    const result = await api("POST", urls.conversations, { agent: shared.data.agent });
+    if (result.ok) {
+      window.location.assign(opened(result.data.id));
+      return;
+    }
+    newButton.disabled = false;
+    newError.textContent = errorsOf(result).map((e) => e.message).join(" ");
+  });
+
+  // --- Rename ------------------------------------------------------------------------------
+
+  const dialog = $("thread-rename-dialog");
+  const form = $("thread-rename-form");
+  const input = $("thread-rename-input");
+  const renameButton = $("thread-rename");
+  const current = shared.data.conversation;
+  if (!renameButton || !current) return;
+
+  renameButton.addEventListener("click", () => {
+    showErrors(form, []);
+    input.value = current.title;
+    dialog.showModal();
+    input.select();
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const submit = form.querySelector("[type=submit]");
+    submit.disabled = true;
+    const result = await api("PATCH", `${urls.conversations}/${current.id}`, { title: input.value });
+    submit.disabled = false;
+    if (!result.ok) {
+      showErrors(form, errorsOf(result));
+      return;
+    }
+    Object.assign(current, result.data);
+    threads.querySelectorAll(".js-thread-label").forEach((node) => { node.textContent = current.label; });
+    renameButton.setAttribute("aria-label", `Rename ${current.label}`);
+    dialog.close();
+    renameButton.focus();
+  });
+})();
