@@ -29,6 +29,18 @@
     }
   }
 
+  // View: the document in full, read from its download (the page lists it without its text).
+  const view = window.garden.documentView;
+  list.querySelectorAll(".document").forEach((row) => {
+    row.querySelector(".js-view").hidden = row.dataset.kind === "chart" || !view.isText(row.dataset.mime);
+  });
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest(".js-view");
+    if (!button) return;
+    const row = button.closest(".document");
+    view.open({ title: row.dataset.title, meta: row.dataset.meta, mime: row.dataset.mime, download: row.dataset.download });
+  });
+
   list.addEventListener("click", async (event) => {
     const button = event.target.closest(".js-delete");
     if (!button) return;

@@ -28,6 +28,10 @@
     $("canvas-body").hidden = !open;
   }
   canvasToggle.addEventListener("click", () => setCanvasOpen(canvasToggle.getAttribute("aria-expanded") !== "true"));
+  // On a phone the open Canvas is a sheet over the room (dashboard.css): it opens when the
+  // person opens it, or an artifact from the transcript, never by itself.
+  const phone = window.matchMedia("(max-width: 900px)");
+  if (phone.matches) setCanvasOpen(false);
 
   async function refreshCanvas() {
     let response;
@@ -36,12 +40,13 @@
     canvasList.innerHTML = await response.text(); // rendered and escaped by the server's template
     // Something new was made: the Canvas opens to show it (closing it again is the reader's call).
     const count = artifactCount();
-    if (count > known || !count) setCanvasOpen(count > 0);
+    if (!count || (count > known && !phone.matches)) setCanvasOpen(count > 0);
     known = count;
     if (shownArtifact !== null && !openArtifact(shownArtifact, { focus: false })) closeArtifact();
   }
 
   let shownText = ""; // the open document's text, for Copy
+  let shownDoc = null; // the open document, for its full view
   function openArtifact(id, { focus = true } = {}) {
     const content = canvasList.querySelector(`template[data-artifact-content="${id}"]`);
     const button = canvasList.querySelector(`[data-artifact="${id}"]`);
@@ -69,6 +74,17 @@
     else if (visit && !text) text = "No text was kept from this page.";
     shownText = readable ? shown : "";
     $("canvas-copy").hidden = !shownText;
+    // A document opens in full in a sheet, and any artifact downloads (a visit is not one).
+    shownDoc = readable && !visit && !chart
+      ? { title, meta: button.dataset.meta, mime, text: shown, chars: Number(content.dataset.chars || 0), download: content.dataset.download }
+      : null;
+    $("canvas-full").hidden = !shownDoc;
+    const download = $("canvas-download");
+    download.hidden = visit || !content.dataset.download;
+    if (!download.hidden) {
+      download.href = content.dataset.download;
+      download.setAttribute("aria-label", `Download ${title}`);
+    }
     $("canvas-view-title").textContent = title;
     $("canvas-view-meta").textContent = button.dataset.meta;
     // A Markdown document reads as a document; anything else as its text.
@@ -138,6 +154,7 @@
     if (button) openArtifact(button.dataset.artifact); // an artifact's number, or a visit's key
   });
   $("canvas-close").addEventListener("click", closeArtifact);
+  $("canvas-full").addEventListener("click", () => { if (shownDoc) window.garden.documentView.open(shownDoc); });
   $("canvas-copy").addEventListener("click", async (event) => {
     const button = event.currentTarget;
     try {
