@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from garden.models import Message
+from groups.models import GroupRequest
 from groups.payloads import request_payload
 from groups.services.requests import request_create, request_start_next, request_stop_active
 from tests.conftest import _wait_until_worker_idle, wait_for
@@ -89,26 +90,32 @@ def test_the_room_sees_the_speaker_then_the_draft_then_the_turn(
     assert seen[-1]["request"]["working"] is None
 
 
-def test_a_step_stopped_mid_stream_leaves_no_half_turn(
+def test_a_step_stopped_mid_stream_keeps_only_what_was_shown_and_no_tokens_it_never_got(
     celery_worker_thread, group_factory, owner, provider_server
 ):
+    from groups.services.stopped_turns import drafts_kept
+
     group = group_factory(concierge_rules=[], members={})
     on_server(owner, group.coordinator, provider_server)
-    provider_server.stream(
-        *openai_stream(openai_reply(ANSWER, usage=(90, 30)), pieces=6), interval=0.3
-    )
+    events = openai_stream(openai_reply(ANSWER, usage=(90, 30)), pieces=6)
+    provider_server.stream(*events, interval=0.3)
     request = request_create(group=group, text="What is the rent?")
-    wait_for(lambda: provider_server.sent >= 3, timeout=10)  # mid-stream: text is out
+    # Mid-stream: the room has been shown part of the answer.
+    wait_for(
+        lambda: drafts_kept([(request.pk, GroupRequest.objects.get(pk=request.pk).fence)]),
+        timeout=10,
+    )
 
     stopped = request_stop_active(group=group)
 
     assert stopped is not None and stopped.pk == request.pk
-    wait_for(lambda: provider_server.sent >= 9, timeout=10)  # the stream ran to its end
     _wait_until_worker_idle()
+    assert provider_server.sent < len(events)  # the stream was abandoned, not read to its end
     request.refresh_from_db()
     assert request.state == "stopped"
-    agent_turns = Message.objects.filter(request=request, speaker_kind="agent")
-    assert not agent_turns.exists()
+    (kept,) = Message.objects.filter(request=request, speaker_kind="agent")
+    assert kept.stopped_at is not None and ANSWER.startswith(kept.content[0]["text"])
+    # The usage comes at the stream's end, which never came: nothing is made up.
     assert (request.input_tokens, request.output_tokens) == (0, 0)
     assert request_payload(request)["working"] is None
 
