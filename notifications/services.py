@@ -94,11 +94,13 @@ def _release(channel: str, message_id: int) -> None:
     cache.delete(f"notifications:{channel}:{message_id}")
 
 
-def _where(group: Group) -> tuple[int | None, str, str]:
+def _where(group: Group, conversation_id: int) -> tuple[int | None, str, str]:
     """(group id, group name, room URL) of a turn in ``group``: none of the first two in an
-    agent's own room, which is the agent's."""
+    agent's own room, which is the agent's, opened at the conversation the turn is in (the
+    agent has several)."""
     if group.is_solo:
-        return None, "", reverse("dashboard:agent_room", kwargs={"agent_id": group.coordinator_id})
+        room = reverse("dashboard:agent_room", kwargs={"agent_id": group.coordinator_id})
+        return None, "", f"{room}?conversation={conversation_id}"
     return group.pk, group.name, reverse("dashboard:room", kwargs={"group_id": group.pk})
 
 
@@ -122,7 +124,7 @@ def replies_notify(*, request_id: int) -> dict[str, Any]:
     chosen = channels_get(owner_id=owner.pk)
     shown = 0
     if chosen.browser:
-        group_id, group_name, url = _where(group)
+        group_id, group_name, url = _where(group, request.conversation_id)
         for turn, text in turns:
             if _claim("browser", turn.pk):
                 events.send_event_on_commit(

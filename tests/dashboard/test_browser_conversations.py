@@ -10,10 +10,16 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from dashboard import consumers
 from garden.models import Conversation
 from garden.services.conversations import conversation_create, message_append, text_block
+from groups.services.requests import conversation_request_create
+from tests.conftest import wait_for
 from tests.dashboard.conftest import assert_accessible, assert_controls_labelled
 from tests.dashboard.helpers import teammate
+from tests.dashboard.test_browser_notifications import RECORD_NOTIFICATIONS, notices
+from tests.support.driving import finished
+from tests.support.workers import worker_quiescent
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(90)]
 
@@ -135,3 +141,26 @@ def test_a_new_conversation_is_answered_there_and_the_first_is_a_click_away(
         "aria-current", "page"
     )
     assert_accessible(page)
+
+
+def test_a_reply_in_another_conversation_notifies_and_one_in_the_conversation_shown_does_not(
+    open_page, owner, live_worker
+):
+    rules = [{"when": "again", "reply": "Still 1,400."}, {"reply": "Rent is 1,400."}]
+    ledger = teammate(owner, "ledger", "Ledger", rules=rules)
+    shown, other = (conversation_create(owner=owner, agent=ledger) for _ in range(2))
+    page = open_page(owner, f"/dashboard/agents/{ledger.pk}/room/?conversation={shown.pk}")
+    page.context.add_init_script(RECORD_NOTIFICATIONS)
+    page.context.grant_permissions(["notifications"])
+    page.reload()
+    expect(page.locator("#live")).to_have_text("Live")
+    wait_for(lambda: consumers._open.get(owner.pk, 0) == 2)  # the room's and the notices'
+    here = conversation_request_create(owner=owner, conversation=shown, text="The rent?")
+    wait_for(finished(here), timeout=60)
+    expect(page.locator("#transcript")).to_contain_text("Rent is 1,400.")
+    worker_quiescent()
+    # The positive signal: the other conversation's reply notifies; the one shown never did.
+    there = conversation_request_create(owner=owner, conversation=other, text="The rent again?")
+    wait_for(finished(there), timeout=60)
+    page.wait_for_function("() => window.__notices.length === 1")
+    assert notices(page) == [{"title": "Ledger", "body": "Still 1,400."}]

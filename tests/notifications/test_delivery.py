@@ -108,7 +108,10 @@ def test_an_agents_own_room_notifies_without_a_group(
     run(request)
     (shown,) = notices(captured_events, owner)
     assert (shown["title"], shown["body"], shown["group"]) == ("Ledger", "Rent is 1,400.", None)
-    assert shown["url"] == f"/dashboard/agents/{ledger.pk}/room/"
+    # Opened at the conversation the reply is in: the agent's room holds several.
+    assert shown["url"] == (
+        f"/dashboard/agents/{ledger.pk}/room/?conversation={request.conversation_id}"
+    )
     assert texts(bot_api) == ["Ledger:\nRent is 1,400."]
 
 

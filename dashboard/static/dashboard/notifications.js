@@ -10,11 +10,24 @@
   const supported = "Notification" in window;
   let listening = false;
 
+  // This page is the reply's room, showing its conversation (an agent's room holds several:
+  // the URL names the one, ?conversation=<id>, and the room's data which it shows).
+  function showing(url) {
+    const target = new URL(url, location.href);
+    if (target.pathname !== location.pathname) return false;
+    const wanted = target.searchParams.get("conversation");
+    if (!wanted) return true;
+    const room = window.garden.room;
+    const shown = room && room.data.conversation ? String(room.data.conversation.id)
+      : new URLSearchParams(location.search).get("conversation");
+    return shown === wanted;
+  }
+
   function show(event) {
     if (!event || event.type !== "notification.reply") return;
     if (!supported || Notification.permission !== "granted") return;
     // The reply's own room, in view, shows it already.
-    if (document.visibilityState === "visible" && location.pathname === event.url) return;
+    if (document.visibilityState === "visible" && showing(event.url)) return;
     // The tag keeps one notification per reply however many pages are open.
     const notice = new Notification(event.title, { body: event.body, tag: `garden-reply-${event.message}` });
     notice.addEventListener("click", () => {
