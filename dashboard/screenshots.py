@@ -40,9 +40,11 @@ SCRIBE_RULES = [
                     "name": "file.write",
                     "arguments": {
                         "title": "Savings plan",
-                        "content": "Savings plan\n\nIncome        4,200\nSpending      3,150\nLeft          1,050\n\n"
-                        "Save 800 a month by standing order on payday.\nKeep a 250 buffer for "
-                        "irregular costs.\nRevisit eating out (310) to reach 1,000.",
+                        "mime_type": "text/markdown",
+                        "content": "# Savings plan\n\n| | EUR |\n|---|---:|\n| Income | 4,200 |\n"
+                        "| Spending | 3,150 |\n| Left | 1,050 |\n\n"
+                        "- Save **800** a month by standing order on payday.\n- Keep a **250** "
+                        "buffer for irregular costs.\n- Revisit eating out (310) to reach 1,000.",
                     },
                 }
             ],
@@ -175,6 +177,10 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     page.locator("#canvas-list .artifact", has_text="Savings plan").click()
     expect(page.locator("#canvas-view")).to_be_visible()
     save(page, "room-canvas")
+    page.get_by_role("button", name="Open the document in full").click()
+    expect(page.get_by_role("dialog", name="Savings plan")).to_be_visible()
+    save(page, "document-full-view")
+    page.keyboard.press("Escape")
 
     # One agent's own room, from the roster: Scribe asks to write, its card waits inline.
     page.goto("/dashboard/")
@@ -188,6 +194,8 @@ def _shoot(browser, base: str, seeded: dict) -> list[Path]:
     concierge = seeded["demo"].agents.get(handle="concierge")
     page.goto(f"/dashboard/agents/{concierge.pk}/")
     save(page, "agent-settings")
+    page.goto("/dashboard/documents/")
+    save(page, "documents")
     page.goto("/dashboard/accounts/")
     page.locator(".account").first.get_by_role("button", name="Test").click()
     expect(page.locator(".test-result").first).to_contain_text("Works")
