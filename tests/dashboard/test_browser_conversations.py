@@ -82,6 +82,14 @@ def test_a_new_conversation_is_answered_there_and_the_first_is_a_click_away(
         expect(page.get_by_label("Message to Ledger")).to_be_in_viewport()
     assert_accessible(page)
     assert_controls_labelled(page)
+    if phone:
+        # Tabbing on past its last entry closes the list; its bar opens it again.
+        nav.get_by_role("button", name="Rename What is the rent?").focus()
+        page.keyboard.press("Tab")
+        expect(nav.get_by_role("button", name=re.compile("^Conversations:"))).to_have_attribute(
+            "aria-expanded", "false"
+        )
+        nav = conversations(page, phone)
 
     nav.get_by_role("button", name="New conversation", exact=True).click()
     expect(page).to_have_url(re.compile(r"\?conversation=\d+$"))
@@ -131,6 +139,9 @@ def test_a_new_conversation_is_answered_there_and_the_first_is_a_click_away(
     dialog.get_by_label("Title").fill("Rent talk")
     dialog.get_by_role("button", name="Rename").click()
     expect(dialog).to_be_hidden()
+    # The focus goes back where it came from (on a phone the list closed: to its bar).
+    back = "#threads-toggle" if phone else "#thread-rename"
+    expect(page.locator(back)).to_be_focused()
     nav = conversations(page, phone)
     expect(nav.locator("a[aria-current=page]")).to_contain_text("Rent talk")
     assert Conversation.objects.get(pk=first.pk).title == "Rent talk"

@@ -28,6 +28,10 @@
   document.addEventListener("click", (event) => {
     if (!threads.contains(event.target)) setOpen(false, false);
   });
+  // Tabbing on past the list closes it too: it never stays open over what has the focus.
+  threads.addEventListener("focusout", (event) => {
+    if (event.relatedTarget && !threads.contains(event.relatedTarget)) setOpen(false, false);
+  });
 
   // --- New conversation --------------------------------------------------------------------
 
@@ -75,6 +79,9 @@
     threads.querySelectorAll(".js-thread-label").forEach((node) => { node.textContent = current.label; });
     renameButton.setAttribute("aria-label", `Rename ${current.label}`);
     dialog.close();
-    renameButton.focus();
+  });
+  // Back to Rename, or on a phone, where the list closed behind the dialog, to its bar.
+  dialog.addEventListener("close", () => {
+    (renameButton.offsetParent ? renameButton : toggle).focus();
   });
 })();
