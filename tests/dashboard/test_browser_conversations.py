@@ -110,6 +110,11 @@ def test_a_new_conversation_is_answered_there_and_the_first_is_a_click_away(
     page.get_by_label("Message to Ledger").fill("And groceries?")
     page.get_by_role("button", name="Send").click()
     expect(page.locator("#transcript .turn--agent", has_text="Groceries were 410.")).to_be_visible()
+    # Spoken in, it is named by its first words and leads the list, without a reload.
+    nav = conversations(page, phone)
+    expect(nav.locator("a.thread-link").first).to_have_attribute("aria-current", "page")
+    expect(nav.locator("a[aria-current=page]")).to_contain_text("And groceries?")
+    expect(nav.get_by_role("button", name="Rename And groceries?")).to_be_visible()
     assert [m.text for m in made.messages.order_by("seq")] == [
         "And groceries?",
         "Groceries were 410.",
@@ -152,6 +157,15 @@ def test_a_new_conversation_is_answered_there_and_the_first_is_a_click_away(
         "aria-current", "page"
     )
     assert_accessible(page)
+    expect(nav.locator("a.thread-link").first).to_contain_text("And groceries?")
+    if phone:
+        page.keyboard.press("Escape")
+    # Spoken in again, the first leads the list.
+    page.get_by_label("Message to Ledger").fill("One more thing.")
+    page.get_by_role("button", name="Send").click()
+    expect(page.locator("#transcript")).to_contain_text("One more thing.")
+    nav = conversations(page, phone)
+    expect(nav.locator("a.thread-link").first).to_contain_text("Rent talk")
 
 
 def test_a_reply_in_another_conversation_notifies_and_one_in_the_conversation_shown_does_not(

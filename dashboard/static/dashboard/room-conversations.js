@@ -59,6 +59,25 @@
   const current = shared.data.conversation;
   if (!renameButton || !current) return;
 
+  function showLabel() {
+    threads.querySelectorAll(".js-thread-label").forEach((node) => { node.textContent = current.label; });
+    renameButton.setAttribute("aria-label", `Rename ${current.label}`);
+  }
+
+  // Spoken in now, the conversation shown is the one spoken in last: it goes to the top of the
+  // list, and one that had no words yet is named by its first (as the API names it).
+  const entry = renameButton.closest("li");
+  const room = shared.state;
+  let seen = current.last_seq; // the last turn's seq when the page was made: later ones are new
+  new MutationObserver(async () => {
+    if (room.lastSeq <= seen) return;
+    seen = room.lastSeq;
+    entry.parentElement.prepend(entry);
+    if (current.title || current.first_words) return;
+    const result = await api("GET", `${urls.conversations}/${current.id}`);
+    if (result.ok) { Object.assign(current, result.data); showLabel(); }
+  }).observe($("transcript"), { childList: true });
+
   renameButton.addEventListener("click", () => {
     showErrors(form, []);
     input.value = current.title;
@@ -76,8 +95,7 @@
       return;
     }
     Object.assign(current, result.data);
-    threads.querySelectorAll(".js-thread-label").forEach((node) => { node.textContent = current.label; });
-    renameButton.setAttribute("aria-label", `Rename ${current.label}`);
+    showLabel();
     dialog.close();
   });
   // Back to Rename, or on a phone, where the list closed behind the dialog, to its bar.
