@@ -165,6 +165,10 @@ def _agent_thread(request: HttpRequest, agent: Agent) -> Conversation:
     return agent_conversation_open(owner=request.user, agent=agent)
 
 
+# How many of an agent's conversations its room lists.
+ROOM_CONVERSATIONS = 50
+
+
 def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
     """The room of one agent: one of the person's 1:1 conversations with it (the one asked
     for, else the open one spoken in last; a first one made here) beside the list of them all,
@@ -174,8 +178,14 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
     conversation = _agent_thread(request, agent)
     closed = conversation if conversation.status == Conversation.Status.CLOSED else None
     room_url = reverse("dashboard:agent_room", args=[agent.pk])
-    # Its conversations, the one spoken in last first: the room's list, each a link to it.
-    threads = list(conversation_summaries(owner=request.user, agent_id=agent.pk))
+    # Its conversations, the one spoken in last first: the room's list, each a link to it —
+    # the newest ROOM_CONVERSATIONS, and the one shown when it is older (search finds the rest).
+    summaries = conversation_summaries(owner=request.user, agent_id=agent.pk)
+    threads = list(summaries[: ROOM_CONVERSATIONS + 1])
+    older = len(threads) > ROOM_CONVERSATIONS
+    threads = threads[:ROOM_CONVERSATIONS]
+    if all(t.pk != conversation.pk for t in threads):
+        threads += list(summaries.filter(pk=conversation.pk))
     conversations = ConversationOutput(threads, many=True).data
     current = next((c for c in conversations if c["id"] == conversation.pk), None)
     room = solo_room_for(agent_id=agent.pk)
@@ -215,6 +225,7 @@ def agent_room(request: HttpRequest, agent_id: int) -> HttpResponse:
             room_url=room_url,
             # Each with its row, for the times the list shows in the person's zone.
             conversations=list(zip(threads, conversations, strict=True)),
+            conversations_older=older,
             conversation=current,
         ),
     )

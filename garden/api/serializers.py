@@ -311,6 +311,18 @@ class ConversationInput(serializers.Serializer):
 
 class ConversationListQuery(serializers.Serializer):
     agent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    limit = serializers.IntegerField(
+        required=False,
+        default=50,
+        min_value=1,
+        max_value=200,
+        help_text="At most this many, the ones spoken in last (default 50, at most 200).",
+    )
+    before = serializers.DateTimeField(
+        required=False,
+        help_text="Only those last spoken in before this time: the previous page's last "
+        "last_activity_at, for the page after it.",
+    )
 
 
 class ConversationChangeInput(serializers.Serializer):

@@ -220,7 +220,11 @@ class AgentDetailApi(APIView):
 class ConversationListCreateApi(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("agent", int, description="Only the conversations with this agent.")
+            OpenApiParameter("agent", int, description="Only the conversations with this agent."),
+            OpenApiParameter("limit", int, description="At most this many (default 50, ≤ 200)."),
+            OpenApiParameter(
+                "before", str, description="Only those last spoken in before this time."
+            ),
         ],
         responses={200: ConversationOutput(many=True), 400: ErrorOutput},
         description="Your 1:1 conversations, the one spoken in last first (by its last turn, "
@@ -232,7 +236,10 @@ class ConversationListCreateApi(APIView):
         found = selectors.conversation_summaries(
             owner=request.user, agent_id=query.validated_data.get("agent")
         )
-        return Response(ConversationOutput(found, many=True).data)
+        if "before" in query.validated_data:
+            found = found.filter(last_activity_at__lt=query.validated_data["before"])
+        page = found[: query.validated_data["limit"]]
+        return Response(ConversationOutput(page, many=True).data)
 
     @extend_schema(
         request=ConversationInput,

@@ -169,3 +169,28 @@ def test_first_words_are_one_line_cut_at_a_word():
     long = first_words([{"type": "text", "text": "word " * 40}], limit=20)
     assert long == "word word word word…" and len(long) <= 20
     assert first_words([{"type": "text", "text": "x" * 80}], limit=10) == "x" * 9 + "…"
+
+
+def test_the_list_is_bounded_and_pages_back_by_last_activity(api, owner, client):
+    agent = concierge(owner)
+    threads = [started(owner, agent, minutes_ago=m) for m in range(1, 61)]
+    first = api.get("/api/conversations", {"agent": agent.pk}).json()
+    assert [c["id"] for c in first] == [t.pk for t in threads[:50]]
+    page = api.get("/api/conversations", {"agent": agent.pk, "limit": 5}).json()
+    after = api.get(
+        "/api/conversations",
+        {"agent": agent.pk, "limit": 20, "before": page[-1]["last_activity_at"]},
+    ).json()
+    assert [c["id"] for c in page + after] == [t.pk for t in threads[:25]]
+    assert_refused(api.get("/api/conversations", {"limit": 201}), 400, "max_value", field="limit")
+    assert_refused(api.get("/api/conversations", {"limit": 0}), 400, "min_value", field="limit")
+
+    # The room lists the newest fifty, and the one it shows when that one is older.
+    client.force_login(owner)
+    oldest = threads[-1]
+    page = client.get(f"/dashboard/agents/{agent.pk}/room/?conversation={oldest.pk}")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert html.count('class="thread-link"') == 51
+    assert f'?conversation={oldest.pk}" aria-current="page"' in html
+    assert "Older conversations are not listed here" in html
