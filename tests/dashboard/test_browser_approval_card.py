@@ -88,11 +88,16 @@ def test_an_approval_card_shows_arguments_as_fields(open_page, owner, live_worke
     expect(card).to_contain_text("it ran.")
 
 
-def test_a_call_that_can_never_run_is_never_offered(open_page, owner, live_worker):
+@pytest.mark.parametrize("width", [1366, 390])
+def test_a_call_that_can_never_run_is_never_offered(open_page, owner, live_worker, width):
     group = charting_team(owner)
     page = open_room(open_page, owner, group)
+    page.set_viewport_size({"width": width, "height": 900})
     send(page, "@charter chart it uneven")
     expect(page.locator(".turn--agent", has_text="The chart could not be made.")).to_be_visible()
     expect(page.locator("#budget")).to_contain_text("Completed")
     expect(page.locator(".approval")).to_have_count(0)
     assert not Approval.objects.exists()
+    # The refusal is said in the turn itself, not only in a closed row.
+    expect(page.locator(".turn--agent", has_text="INVALID_CHART")).to_be_visible()
+    assert_accessible(page)
