@@ -10,11 +10,11 @@ from garden import metrics
 from garden.errors import QuotaExceeded
 from garden.models import Agent
 from garden.pricing import price_call
-from garden.providers import ChatReply, ToolCall
+from garden.providers import ChatReply, ToolCall, ToolResult
 from garden.services.attachments import artifact_ref_block
 from garden.services.conversations import text_block
 from garden.tools import ToolOutcome, call_refusal, get_tool, needs_approval
-from garden.transcript import blocks_to_json
+from garden.transcript import block_to_json, blocks_to_json
 from groups.domain.outcomes import StepOutcome
 from groups.domain.routing import Contribution
 from groups.loop import tool_calls
@@ -44,21 +44,19 @@ def record_reply(
         content = [b for b in content if b["type"] == "text"] or [text_block("")]
     head = queue[0] if queue and not is_coordinator else None
 
-    # Which calls wait for a person, decided before any row is locked (an owner's tool may be
-    # looked up on its server). Only a tool the agent has can ask: any other is not run. A call
-    # that can never run is never offered: it runs at once, and its refusal is its result.
-    waits = {
-        c.id
-        for c in calls
-        if c.name in (speaker.enabled_tools or [])
-        and needs_approval(
-            name=c.name,
-            approval_tools=speaker.approval_tools,
-            tool_approvals=speaker.tool_approvals,
-            owner_id=room.group.owner_id,
-        )
-        and not _never_runs(c, owner_id=room.group.owner_id)
-    }
+    team = not room.group.is_solo
+
+    def loop_handled(call: ToolCall) -> bool:
+        if is_coordinator:
+            return team and call.name == "group.ask"
+        return team and call.name == "group.request_help"
+
+    # Which call waits for a person, decided before any row is locked (an owner's tool may be
+    # looked up on its server); and the refusals of the calls that would wait but can never
+    # run, which are answered at once instead of being offered.
+    waiting, refused = _offers(
+        [c for c in calls if not loop_handled(c)], speaker, owner_id=room.group.owner_id
+    )
     # Priced before any row is locked: what the call was, to the account it went to then.
     call = price_call(
         account=speaker.model_account,
@@ -74,7 +72,7 @@ def record_reply(
             calls
             and is_coordinator
             and not room.group.is_solo
-            and not waits
+            and waiting is None
             and all(c.name == "group.ask" for c in calls)
         )
     )
@@ -97,22 +95,21 @@ def record_reply(
             )
             return StepOutcome.COMPLETED
         w.append(speaker=speaker, content=content)
-        team = not room.group.is_solo
-
-        def loop_handled(call: ToolCall) -> bool:
-            if is_coordinator:
-                return team and call.name == "group.ask"
-            return team and call.name == "group.request_help"
-
         # A call that waits ends the turn: nothing else the reply asked for runs, not even
         # the asks and the help the loop itself would have scheduled.
-        approval_call = next((c for c in calls if c.id in waits and not loop_handled(c)), None)
-        if approval_call is not None:
-            return suspend_for_approval(w, speaker, approval_call, calls, [], queue)
+        if waiting is not None:
+            return suspend_for_approval(w, speaker, waiting, calls, [], queue)
         results: list[dict] = []
         pending: list[ToolCall] = []
         for call in calls:
-            if not loop_handled(call):
+            if call.id in refused:
+                out = refused[call.id]
+                results.append(
+                    block_to_json(
+                        ToolResult(call_id=call.id, content=out.content, is_error=out.is_error)
+                    )
+                )
+            elif not loop_handled(call):
                 pending.append(call)
             elif is_coordinator:
                 results += ask(w, speaker, call, queue)
@@ -130,9 +127,41 @@ def record_reply(
     return run_tools(room, speaker, queue, pending)
 
 
-def _never_runs(call: ToolCall, *, owner_id: int) -> bool:
-    tool = get_tool(call.name, owner_id=owner_id)
-    return tool is None or call_refusal(tool, call.arguments) is not None
+def _offers(
+    calls: list[ToolCall], speaker: Agent, *, owner_id: int
+) -> tuple[ToolCall | None, dict[str, ToolOutcome]]:
+    """The first of ``calls`` that waits for a person's approval (None when none does), and
+    the refusals of those before it that would wait but can never run — arguments outside the
+    tool's schema or its own check, or a tool not there — by call id: never offered, answered
+    at once. Only a tool the agent has can ask (any other is not run); at most
+    GARDEN_MAX_TOOL_CALLS_PER_REPLY are checked, and the ones past them are not run."""
+    most = settings.GARDEN_MAX_TOOL_CALLS_PER_REPLY
+    refused: dict[str, ToolOutcome] = {}
+    for call in calls:
+        if call.name not in (speaker.enabled_tools or []) or not needs_approval(
+            name=call.name,
+            approval_tools=speaker.approval_tools,
+            tool_approvals=speaker.tool_approvals,
+            owner_id=owner_id,
+        ):
+            continue
+        if len(refused) >= most:
+            refused[call.id] = ToolOutcome(
+                f"NOT_RUN: at most {most} tool calls run per reply.", is_error=True, code="NOT_RUN"
+            )
+            continue
+        tool = get_tool(call.name, owner_id=owner_id)
+        refusal = (
+            ToolOutcome(
+                f"TOOL_NOT_AVAILABLE: {call.name!r}", is_error=True, code="TOOL_NOT_AVAILABLE"
+            )
+            if tool is None
+            else call_refusal(tool, call.arguments)
+        )
+        if refusal is None:
+            return call, refused
+        refused[call.id] = refusal
+    return None, refused
 
 
 def _within_turn_cap(

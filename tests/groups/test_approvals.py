@@ -678,3 +678,52 @@ def test_an_approved_action_that_could_not_run_is_never_said_to_have_run(writing
     # Every surface reads it from the approval: Telegram's message says the same.
     approval.refresh_from_db()
     assert approval.reason.startswith("could not run: NOT_RUN")
+
+
+@pytest.mark.django_db
+def test_a_call_that_would_wait_but_cannot_run_yet_is_answered_at_once_and_never_runs_later(
+    group_factory, owner, settings
+):
+    """A tool that needs approval and is not there when the reply is recorded (an owner's
+    server not listing it for a moment) is refused in that write: it never waits for a tool
+    slot, so it cannot run unapproved once the tool is back."""
+    from garden.providers import ToolSpec
+    from garden.tools import _REGISTRY, Tool, ToolOutcome, register
+    from tests.support.driving import drive
+
+    ran = []
+    gated = {"name": "test.gated", "arguments": {}}
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [gated]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["test.gated"], approval_tools=["test.gated"]
+    )
+    settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 0  # a tool run would wait for a slot
+    request = request_create(group=group, text="Go.")
+    outcomes = drive(request, "awaiting_approval", "completed", until_waiting=True, limit=20)
+    # The tool comes back, and so do the slots.
+    register(
+        Tool(
+            spec=ToolSpec(name="test.gated", description="Gated.", parameters={"type": "object"}),
+            handler=lambda ctx, args: ran.append(args) or ToolOutcome("ran"),
+        )
+    )
+    try:
+        settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 2
+        drive(request, limit=20)
+    finally:
+        _REGISTRY.pop("test.gated", None)
+    assert "waiting_for_tools" not in outcomes, outcomes
+    assert ran == [] and not Approval.objects.exists()
+    result = _result_of(request, "test.gated")
+    assert result["is_error"] and result["content"].startswith("TOOL_NOT_AVAILABLE"), result
