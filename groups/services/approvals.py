@@ -244,8 +244,7 @@ def _run(approval: Approval) -> ToolOutcome:
     # The agent learns that what ran is not exactly what it asked for.
     changed = compact_json(approval.approved_arguments)
     return ToolOutcome(
-        f"[The owner changed the arguments before approving; it ran with {changed}]\n"
-        f"{outcome.content}",
+        f"{CHANGED_NOTE} {changed}]\n{outcome.content}",
         is_error=outcome.is_error,
         code=outcome.code,
         artifacts=outcome.artifacts,
@@ -324,11 +323,16 @@ def _failure_words(outcome: ToolOutcome) -> str:
     started, "failed: …" when it ran and failed — or "" for a result that is no error."""
     if not outcome.is_error or outcome.code == "UNKNOWN":
         return ""
-    why = outcome.content.splitlines()[0][:300] if outcome.content else outcome.code
+    # The note that the owner changed the arguments says what was asked, not what happened.
+    lines = [line for line in outcome.content.splitlines() if not line.startswith(CHANGED_NOTE)]
+    why = lines[0][:300] if lines else outcome.code
     if outcome.code in NEVER_RAN_CODES or outcome.code.startswith("INVALID_"):
         return f"could not run: {why}"
     return f"failed: {why}"
 
+
+# What an action approved with changed arguments tells its agent first, before the result.
+CHANGED_NOTE = "[The owner changed the arguments before approving, to"
 
 # An approved action's outcome codes that say it never started (any other error: it ran and
 # failed).

@@ -355,7 +355,7 @@ def test_an_action_approved_with_changes_runs_once_with_the_changed_arguments(
         if b["type"] == "tool_result"
     )
     assert result["content"].startswith(
-        '[The owner changed the arguments before approving; it ran with {"title":"Plan",'
+        '[The owner changed the arguments before approving, to {"title":"Plan",'
     )
     lines = [m.text for m in Message.objects.filter(request=request, kind="activity")]
     assert any("(approved with changes on dashboard); it ran." in line for line in lines), lines
@@ -727,3 +727,50 @@ def test_a_call_that_would_wait_but_cannot_run_yet_is_answered_at_once_and_never
     assert ran == [] and not Approval.objects.exists()
     result = _result_of(request, "test.gated")
     assert result["is_error"] and result["content"].startswith("TOOL_NOT_AVAILABLE"), result
+
+
+@pytest.mark.django_db
+def test_changed_arguments_that_cannot_run_are_said_by_their_refusal(group_factory, owner):
+    """Approved with changes that pass the schema but not the chart's own check: the line and
+    the approval name the refusal, never the note that the owner changed them."""
+    from groups.services.approvals import approval_execute
+    from tests.support.driving import drive
+
+    chart = {
+        "name": "chart.create",
+        "arguments": {
+            "title": "Spending",
+            "type": "bar",
+            "labels": ["Jan", "Feb"],
+            "series": [{"name": "Rent", "values": [800, 800]}],
+        },
+    }
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Done."},
+                {"reply": {"tool_calls": [chart]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["chart.create"], approval_tools=["chart.create"]
+    )
+    request = request_create(group=group, text="Chart it.")
+    drive(request, "awaiting_approval")
+    approval = Approval.objects.get(request=request)
+    uneven = {**chart["arguments"], "series": [{"name": "Rent", "values": [800]}]}
+    approval_decide(user=owner, approval_id=approval.pk, decision="approve", arguments=uneven)
+    assert approval_execute(approval_id=approval.pk) == "executed"
+    approval.refresh_from_db()
+    assert approval.reason.startswith("could not run: INVALID_CHART"), approval.reason
+    (line,) = [
+        m.text
+        for m in Message.objects.filter(request=request, kind="activity")
+        if "was allowed to" in m.text
+    ]
+    assert "could not run: INVALID_CHART" in line and "changed the arguments" not in line, line
