@@ -28,7 +28,7 @@ from groups.demo import household_finances
 from groups.domain import rules
 from groups.models import Approval, Group, Membership
 from groups.payloads import group_event
-from groups.services.requests import request_stop_active
+from groups.services.requests import request_stop_active, stop_drafts
 from groups.signals import approvals_changed_on_commit
 
 log = logging.getLogger(__name__)
@@ -241,9 +241,12 @@ def group_delete(*, group: Group, now: datetime | None = None) -> datetime:
     The group leaves every read at once; ``group_restore`` brings it back until
     ``undo_until``; after that ``group_purge_expired`` removes it for good.
     """
+    drafts = stop_drafts(group.pk)  # read before the transaction: the cache is I/O
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
-        request_stop_active(group=locked, reason="The group was deleted.", include_queued=True)
+        request_stop_active(
+            group=locked, reason="The group was deleted.", include_queued=True, drafts=drafts
+        )
         locked.deleted_at = now or timezone.now()
         locked.save(update_fields=["deleted_at", "updated_at"])
         _push(locked, change="deleted")
@@ -371,11 +374,14 @@ def group_archive(*, group: Group, now: datetime | None = None) -> Group:
     Its work is stopped first: an archived room has no roster entry from which it could be
     watched, stopped or have an approval decided.
     """
+    drafts = stop_drafts(group.pk)  # read before the transaction: the cache is I/O
     with transaction.atomic():
         locked = _lock_group(group_id=group.pk, owner_id=group.owner_id)
         if locked.archived_at is not None:
             return locked
-        request_stop_active(group=locked, reason="The group was archived.", include_queued=True)
+        request_stop_active(
+            group=locked, reason="The group was archived.", include_queued=True, drafts=drafts
+        )
         locked.archived_at = now or timezone.now()
         locked.save(update_fields=["archived_at", "updated_at"])
         _push(locked, change="archived")

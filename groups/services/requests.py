@@ -107,12 +107,15 @@ def request_stop_active(
     reason: str = "Stopped by the owner.",
     include_queued: bool = False,
     conversation_id: int | None = None,
+    drafts: dict[int, dict] | None = None,
 ) -> GroupRequest | None:
     """Stop the group's active request, rejecting its pending approval.
 
     Effects already completed stay completed, and so does what was said: the text a step
     was streaming is kept as its speaker's turn, marked stopped (``stopped_turns``), and that
-    step is told to stop streaming. ``include_queued`` also stops the requests
+    step is told to stop streaming. ``drafts`` are what ``stop_drafts`` read: a caller inside
+    a transaction passes them, read before it opened (the cache is never read in one), or
+    keeps none. ``include_queued`` also stops the requests
     waiting behind it (clear and delete do). ``conversation_id`` stops only that thread's
     (an agent's 1:1 conversation, whose room the agent's other conversations share).
     Returns the stopped active request, if any.
@@ -120,14 +123,10 @@ def request_stop_active(
     states = [*GroupRequest.ACTIVE_STATES]
     if include_queued:
         states.append(GroupRequest.State.QUEUED)
-    # What a step still streaming has shown, read before the transaction (network I/O).
-    drafts = drafts_kept(
-        list(
-            GroupRequest.objects.filter(
-                group_id=group.pk, state__in=GroupRequest.ACTIVE_STATES
-            ).values_list("pk", "fence")
-        )
-    )
+    if drafts is None:
+        # What a step still streaming has shown: the cache is network I/O, never read while a
+        # transaction (and the rows it locked) is open.
+        drafts = {} if transaction.get_connection().in_atomic_block else stop_drafts(group.pk)
     with transaction.atomic():
         lock_order.lock_group(group.pk)
         active = None
@@ -148,6 +147,19 @@ def request_stop_active(
             if was_active:
                 active = request
     return active
+
+
+def stop_drafts(group_id: int) -> dict[int, dict]:
+    """What the steps of the group's active requests have shown of the replies they are
+    streaming (``stopped_turns.drafts_kept``), for a stop to keep; read outside any
+    transaction."""
+    return drafts_kept(
+        list(
+            GroupRequest.objects.filter(
+                group_id=group_id, state__in=GroupRequest.ACTIVE_STATES
+            ).values_list("pk", "fence")
+        )
+    )
 
 
 @retry_on_lock_conflict

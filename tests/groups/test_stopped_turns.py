@@ -96,3 +96,44 @@ def test_stop_with_nothing_shown_keeps_no_turn(group_factory, owner):
         "notice",
     ]
     assert not Message.objects.filter(stopped_at__isnull=False).exists()
+
+
+def _streaming(group):
+    """``group``'s request at a step whose call streams: reserved, and a draft shown."""
+    from groups import budget
+    from groups.services.stopped_turns import draft_keep
+
+    request = request_create(group=group, text="Hello.")
+    drive(request, "running")
+    request.refresh_from_db()
+    assert budget.reserve_call(
+        request_id=request.pk, purpose="working", agent_id=group.coordinator_id, fence=request.fence
+    )
+    draft_keep(
+        request_id=request.pk, fence=request.fence, agent_id=group.coordinator_id, text="Half of"
+    )
+    return request
+
+
+@pytest.mark.django_db
+def test_archiving_keeps_what_was_shown_read_before_its_transaction(group_factory, owner):
+    from groups.services.groups import group_archive
+
+    group = group_factory(concierge_rules=[{"reply": "Done."}], members={"ledger": []})
+    request = _streaming(group)
+    group_archive(group=group)
+    (kept,) = Message.objects.filter(request=request, speaker_kind="agent")
+    assert kept.content[0]["text"] == "Half of" and kept.stopped_at is not None
+
+
+@pytest.mark.django_db
+def test_a_stop_inside_a_callers_transaction_reads_nothing_from_the_cache(group_factory, owner):
+    """The cache is network I/O: a caller that holds a transaction (and its row locks) gets no
+    draft read for it, and the stop keeps nothing."""
+    from django.db import transaction
+
+    group = group_factory(concierge_rules=[{"reply": "Done."}], members={"ledger": []})
+    request = _streaming(group)
+    with transaction.atomic():
+        assert request_stop_active(group=group).pk == request.pk
+    assert not Message.objects.filter(request=request, speaker_kind="agent").exists()
