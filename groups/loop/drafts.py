@@ -13,6 +13,7 @@ from django.conf import settings
 
 from garden import events
 from garden.models import Agent
+from garden.providers import Usage
 from groups.payloads import draft_event
 from groups.services.stopped_turns import draft_keep, is_stopped
 
@@ -23,6 +24,19 @@ log = logging.getLogger(__name__)
 DRAFT_INTERVAL = 0.15
 # A streaming step looks for a stop this often: one cache read, however fast the text comes.
 STOP_CHECK_INTERVAL = 0.5
+
+
+# About how many characters a token is, to estimate what a call cut short was billed.
+CHARS_PER_TOKEN = 4
+
+
+def stopped_usage(sent_chars: int, shown_chars: int) -> Usage:
+    """What a call Stop cut short is estimated to have cost: the projection it sent and the
+    text it streamed, at CHARS_PER_TOKEN (its own usage comes only at a stream's end)."""
+    return Usage(
+        input_tokens=-(-sent_chars // CHARS_PER_TOKEN),
+        output_tokens=-(-shown_chars // CHARS_PER_TOKEN),
+    )
 
 
 class CallStopped(Exception):
@@ -85,6 +99,11 @@ class Draft:
                     agent_id=self.speaker.pk,
                     text="".join(self._shown),
                 )
+
+    @property
+    def shown_chars(self) -> int:
+        """How much of the reply the room was shown."""
+        return self._sent
 
     def discard(self) -> None:
         """The call failed: the room drops what it was shown (an empty draft), and Stop finds

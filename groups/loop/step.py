@@ -29,7 +29,7 @@ from groups.faults import fault_point
 from groups.group_lock import group_lock, group_lock_keep_with_slot
 from groups.loop.asks import begin_synthesis, skip_member
 from groups.loop.claim import claim_room, claimed_room
-from groups.loop.drafts import CallStopped, Draft
+from groups.loop.drafts import CallStopped, Draft, stopped_usage
 from groups.loop.failures import after_failure, end_without_summary
 from groups.loop.fencing import StaleStep, fenced
 from groups.loop.replies import record_reply
@@ -371,8 +371,15 @@ def _claimed_step(room: Room, *, slot: HeldSlot, attempt: int, first_at: float) 
             draft.discard()
         except CallStopped:
             # Stop kept what the room was shown and counted the call; a call it found nothing
-            # of to keep is counted here. Nothing else of this step is written.
+            # of to keep is counted here. Nothing else of this step is written. The provider
+            # reports usage at a stream's end, which never came, yet the call was billed:
+            # the owner's token budget on a shared credential is charged an estimate.
             budget.consume_call(reservation=reservation, reason="stopped")
+            budget_spend(
+                owner_id=room.group.owner_id,
+                account=speaker.model_account,
+                usage=stopped_usage(projection.char_count(), draft.shown_chars),
+            )
             return StepOutcome.STOPPED
         _count_call(speaker, purpose, failure, None if failure else reply, called)
     # The owner's slot is free again before anything is recorded or any tool runs.

@@ -229,3 +229,26 @@ def test_a_rollover_counts_its_tokens_and_is_not_made_past_the_budget(
     operator_api.reply(200, openai_reply("SUMMARY: the plan.", usage=(500, 20)))
     assert request_after_finish(request_id=first.pk) == "rolled"
     assert budget_used(owner_id=owner.pk, credential="shared")["day"] == 630
+
+
+def test_a_call_stopped_mid_stream_is_charged_an_estimate(owner, shared, operator_api):
+    """The usage comes at a stream's end, which a stopped call never reads; it was billed all
+    the same, so the owner's budget on the credential is charged what it sent and streamed."""
+    from groups.services.stopped_turns import stop_announce
+    from tests.groups.helpers import openai_stream
+
+    events = openai_stream(openai_reply("Word " * 40, usage=(60, 50)), pieces=8)
+    operator_api.stream(*events, interval=0.3)
+    group = coordinated_by(owner, shared)
+    request = request_create(group=group, text="Tell me a long story.")
+    request_start_next(group_id=group.pk)
+    request.refresh_from_db()
+    # Stopped before the step runs: its draft hears of it half a second into the stream.
+    stop_announce(request.pk)
+    outcome = advance_request(request_id=request.pk, fence=request.fence, group_id=group.pk)
+    assert outcome == "stopped"
+    assert operator_api.sent < len(events)
+    used = budget_usage(owner_id=owner.pk, account=shared)["used_today"]
+    assert used > 0, used
+    request.refresh_from_db()
+    assert (request.input_tokens, request.output_tokens) == (0, 0)  # nothing reported
