@@ -171,6 +171,8 @@ GARDEN_THROTTLE_RATES = {
     "messages": env.str("GARDEN_THROTTLE_MESSAGES", default="30/min"),
     # An export builds a whole history in memory (up to GARDEN_EXPORT_MAX_BYTES).
     "exports": env.str("GARDEN_THROTTLE_EXPORTS", default="10/min"),
+    # A search reads every owner's index entries for its words before the owner filter.
+    "search": env.str("GARDEN_THROTTLE_SEARCH", default="60/min"),
 }
 # Scripted accounts are a development and demo tool: ordinary users may create them only where
 # this is on (staff always may, in the admin).

@@ -66,12 +66,20 @@ def _invalid(message: str) -> ServiceError:
     return ServiceError("SEARCH_QUERY_INVALID", message, field="q")
 
 
+# A word shorter than this is looked for whole, not as the start of longer words: the index
+# holds every owner's turns, and "a" as a prefix would read nearly all of them.
+PREFIX_MIN_CHARS = 3
+
+
 def _tsquery(terms: tuple[str, ...]) -> str:
     """Each term quoted, so PostgreSQL's parser splits it as it split the indexed text ("e-mail"
-    its parts in a row, an address whole), as a prefix; every one required. Inside quotes a
-    tsquery operator is only text."""
-    quoted = (term.replace("\\", "\\\\").replace("'", "''") for term in terms)
-    return " & ".join(f"'{term}':*" for term in quoted)
+    its parts in a row, an address whole), as a prefix when it has PREFIX_MIN_CHARS or more;
+    every one required. Inside quotes a tsquery operator is only text."""
+    quoted = (
+        (term.replace("\\", "\\\\").replace("'", "''"), len(term) >= PREFIX_MIN_CHARS)
+        for term in terms
+    )
+    return " & ".join(f"'{term}'{':*' if prefix else ''}" for term, prefix in quoted)
 
 
 def _like(term: str) -> str:

@@ -28,6 +28,7 @@ _SCOPE_NAMES = {
     "write": "changes",
     "messages": "posting messages",
     "exports": "exports",
+    "search": "searches",
 }
 _PERIODS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
 

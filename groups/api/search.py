@@ -100,6 +100,8 @@ def search_payload(*, owner: Any, q: str | None, limit: int, before: int | None)
 
 
 class SearchApi(APIView):
+    throttle_scopes = {"GET": "search"}
+
     @extend_schema(
         operation_id="search_turns",
         parameters=[

@@ -122,3 +122,15 @@ def test_an_agents_room_opens_the_conversation_asked_for(signed_in, owner, stran
     for asked in (theirs.pk, concierge.pk, "²"):
         data = room_data(signed_in.get(url, {"conversation": asked}).content.decode())
         assert data["thread"] is None and data["urls"]["api"] != f"/api/conversations/{asked}"
+
+
+def test_the_page_shares_the_apis_search_rate(client, owner, settings):
+    settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "search": "2/min"}
+    client.force_login(owner)
+    assert [client.get("/dashboard/search/", {"q": "compost"}).status_code for _ in range(2)] == [
+        200,
+        200,
+    ]
+    refused = client.get("/dashboard/search/", {"q": "compost"})
+    assert refused.status_code == 429
+    assert "the limit for searches is 2 per minute" in refused.content.decode()

@@ -211,9 +211,10 @@ def test_tsquery_syntax_in_a_query_is_only_words(api, owner):
 @example(q="a\x00b")
 @example(q="it's a\\ b' ':*|& 100%_off")
 @example(q="🌱 компост ﬁsh ǅ")
-def test_any_query_is_searched_or_refused_by_name(api, q):
+def test_any_query_is_searched_or_refused_by_name(api, settings, q):
     """Whatever is typed (tsquery syntax, LIKE wildcards, NUL, any script), the answer is a page
     of results or SEARCH_QUERY_INVALID, never a database error."""
+    settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "search": ""}
     response = api.get("/api/search", {"q": q})
     if response.status_code == 400:
         assert response.json()["code"] == "SEARCH_QUERY_INVALID"
@@ -293,3 +294,24 @@ def test_migrating_again_rebuilds_an_index_a_failed_build_left_invalid():
     with connection.schema_editor(atomic=False) as editor:
         migration.create_index(None, editor)
     assert valid() is True
+
+
+@pytest.mark.postgres
+def test_a_short_word_is_found_whole_never_as_the_start_of_longer_words(api, owner):
+    """Below PREFIX_MIN_CHARS a word is looked for whole: "co" is not the start of every
+    "compost" in the index, "com" is."""
+    group = team(owner)
+    asked(group, "How is the compost doing? Ask co about it.")
+    found = {r["seq"] for r in search(api, "co")["results"]}
+    assert found == {1}, found  # only the owner's turn says "co"
+    assert len(search(api, "com")["results"]) >= 2
+
+
+def test_searching_has_a_rate_of_its_own(api, owner, settings):
+    settings.GARDEN_THROTTLE_RATES = {**settings.GARDEN_THROTTLE_RATES, "search": "2/min"}
+    asked(team(owner), "compost")
+    assert [api.get("/api/search", {"q": "compost"}).status_code for _ in range(2)] == [200, 200]
+    body = assert_refused(api.get("/api/search", {"q": "compost"}), 429, "THROTTLED")
+    assert "search" in body["message"]
+    # Reading the rest of the site is not held back by it.
+    assert api.get("/api/groups").status_code == 200
