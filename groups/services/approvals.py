@@ -275,10 +275,10 @@ def _record_and_resume(
     )
     if approval.status == Approval.Status.APPROVED:
         failed = _failure_words(outcome)
-        if failed and not approval.reason:
-            # What every surface says of it: Telegram's message reads the reason.
-            approval.reason = failed[:200]
-            approval.save(update_fields=["reason"])
+        if failed:
+            # What every surface says of it (Telegram's message reads the reason); never over
+            # a reason written meanwhile (the sweeper's "outcome unknown").
+            Approval.objects.filter(pk=approval.pk, reason="").update(reason=failed[:200])
         message_append(
             conversation_id=approval.conversation_id,
             speaker_kind=Message.SpeakerKind.AGENT,
