@@ -15,6 +15,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import interruptible
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = """
 from django.contrib.auth import get_user_model
@@ -49,6 +51,7 @@ def serve(env: dict[str, str], port: int) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,  # it is stopped with SIGINT
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -33,6 +33,7 @@ from groups.models import Approval, GroupRequest
 from tests.conftest import wait_for
 from tests.groups.helpers import on_server
 from tests.support.databases import database_url
+from tests.support.processes import interruptible
 from tests.support.providers import openai_reply
 
 pytestmark = pytest.mark.django_db
@@ -213,6 +214,7 @@ def web_and_worker(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=interruptible,  # it is stopped with SIGINT
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=threads",

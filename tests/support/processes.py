@@ -1,0 +1,14 @@
+"""Child processes a test stops as a person would, with SIGINT (Ctrl-C).
+
+A test run started in the background by a non-interactive shell (``make test`` runs the
+dashboard's tests beside the main run) ignores SIGINT, and a child inherits that: Python then
+installs no KeyboardInterrupt, and the child never hears the test's Ctrl-C. ``interruptible``,
+as a child's ``preexec_fn``, gives it SIGINT's default back before it starts."""
+
+from __future__ import annotations
+
+import signal
+
+
+def interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
