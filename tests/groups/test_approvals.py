@@ -48,6 +48,27 @@ def writing_group(group_factory, owner):
     return group
 
 
+def ledger_asked(group_factory, owner, calls, *, tools, waiting, after="Done."):
+    """Concierge asks Ledger, whose reply makes ``calls`` (and, once a result came, ``after``),
+    with ``tools`` enabled and ``waiting`` among them waiting for approval."""
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": after},
+                {"reply": {"tool_calls": calls}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=tools, approval_tools=waiting
+    )
+    return group
+
+
 def state_of(request):
     request.refresh_from_db()
     return request.state
@@ -562,20 +583,13 @@ def test_a_document_written_before_stop_stays_written(group_factory, owner):
 
     figures = {"name": "file.write", "arguments": {"title": "Figures", "content": "Rent 1,400."}}
     remember = {"name": "memory.remember", "arguments": {"text": "Rent is 1,400."}}
-    group = group_factory(
-        concierge_rules=[
-            {"after_tool_result": True, "reply": "Concluded."},
-            {"reply": {"tool_calls": [ASK_LEDGER]}},
-        ],
-        members={
-            "ledger": [
-                {"after_tool_result": True, "reply": {"tool_calls": [remember]}},
-                {"reply": {"tool_calls": [figures]}},
-            ]
-        },
-    )
-    Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["file.write", "memory.remember"], approval_tools=["memory.remember"]
+    group = ledger_asked(
+        group_factory,
+        owner,
+        [figures],
+        tools=["file.write", "memory.remember"],
+        waiting=["memory.remember"],
+        after={"tool_calls": [remember]},
     )
     request = request_create(group=group, text="Write it all down.")
     drive(request, "awaiting_approval")
@@ -693,20 +707,8 @@ def test_a_call_that_would_wait_but_cannot_run_yet_is_answered_at_once_and_never
 
     ran = []
     gated = {"name": "test.gated", "arguments": {}}
-    group = group_factory(
-        concierge_rules=[
-            {"after_tool_result": True, "reply": "Concluded."},
-            {"reply": {"tool_calls": [ASK_LEDGER]}},
-        ],
-        members={
-            "ledger": [
-                {"after_tool_result": True, "reply": "Done."},
-                {"reply": {"tool_calls": [gated]}},
-            ]
-        },
-    )
-    Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["test.gated"], approval_tools=["test.gated"]
+    group = ledger_asked(
+        group_factory, owner, [gated], tools=["test.gated"], waiting=["test.gated"]
     )
     settings.GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER = 0  # a tool run would wait for a slot
     request = request_create(group=group, text="Go.")
@@ -745,20 +747,8 @@ def test_changed_arguments_that_cannot_run_are_said_by_their_refusal(group_facto
             "series": [{"name": "Rent", "values": [800, 800]}],
         },
     }
-    group = group_factory(
-        concierge_rules=[
-            {"after_tool_result": True, "reply": "Concluded."},
-            {"reply": {"tool_calls": [ASK_LEDGER]}},
-        ],
-        members={
-            "ledger": [
-                {"after_tool_result": True, "reply": "Done."},
-                {"reply": {"tool_calls": [chart]}},
-            ]
-        },
-    )
-    Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["chart.create"], approval_tools=["chart.create"]
+    group = ledger_asked(
+        group_factory, owner, [chart], tools=["chart.create"], waiting=["chart.create"]
     )
     request = request_create(group=group, text="Chart it.")
     drive(request, "awaiting_approval")
