@@ -91,6 +91,19 @@ GARDEN_DRAFT_MAX_CHARS = env.int("GARDEN_DRAFT_MAX_CHARS", default=20_000)
 GARDEN_MAX_MCP_SERVERS_PER_OWNER = env.int("GARDEN_MAX_MCP_SERVERS_PER_OWNER", default=10)
 GARDEN_MCP_TIMEOUT = env.float("GARDEN_MCP_TIMEOUT", default=30.0)
 GARDEN_MCP_MAX_RESULT_BYTES = env.int("GARDEN_MCP_MAX_RESULT_BYTES", default=4_000_000)
+# A listed tool's input schema is offered only within these limits (else the tool is kept by
+# name, marked unusable with why; garden/tools/schema_limits.py): its JSON size, and — with
+# every local $ref expanded in place (a cycle is refused) — its parts, patterns, nesting depth
+# and allOf/anyOf/oneOf/not nesting. Validating a call's arguments against any tool's schema
+# stops after GARDEN_TOOL_SCHEMA_SECONDS (SCHEMA_TOO_SLOW), whatever schema was stored.
+GARDEN_MCP_SCHEMA_MAX_BYTES = env.int("GARDEN_MCP_SCHEMA_MAX_BYTES", default=32_768)
+GARDEN_MCP_SCHEMA_MAX_NODES = env.int("GARDEN_MCP_SCHEMA_MAX_NODES", default=5_000)
+GARDEN_MCP_SCHEMA_MAX_PATTERNS = env.int("GARDEN_MCP_SCHEMA_MAX_PATTERNS", default=32)
+GARDEN_MCP_SCHEMA_MAX_DEPTH = env.int("GARDEN_MCP_SCHEMA_MAX_DEPTH", default=32)
+GARDEN_MCP_SCHEMA_MAX_COMPOSITION_DEPTH = env.int(
+    "GARDEN_MCP_SCHEMA_MAX_COMPOSITION_DEPTH", default=6
+)
+GARDEN_TOOL_SCHEMA_SECONDS = env.float("GARDEN_TOOL_SCHEMA_SECONDS", default=0.5)
 # Servers the operator offers, like GARDEN_CREDENTIALS: a JSON object of name ->
 # {"url": …, "headers": {"Authorization": "env:VAR"}, "users": "*" | [usernames], "groups": […]}
 # or, the operator's alone, a local server over stdio: {"command": …, "args": […], "env": {…}}.

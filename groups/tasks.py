@@ -90,14 +90,15 @@ def sweep_requests() -> dict:
 
 
 @shared_task(name=scheduling.EXECUTE_APPROVAL, acks_late=True, ignore_result=True)
-def execute_approval(approval_id: int) -> str:
-    """Run an approved action exactly once and resume its request (in the request's trace)."""
+def execute_approval(approval_id: int, waits: int = 0) -> str:
+    """Run an approved action exactly once and resume its request (in the request's trace);
+    ``waits``: the times it found no free tool slot of its owner (approval_execute)."""
     with telemetry.joined(
         "garden.approval.execute",
         trace_context=lambda: approval_trace_context(approval_id=approval_id),
         attributes={"garden.approval.id": approval_id},
     ) as span:
-        done = approval_execute(approval_id=approval_id)
+        done = approval_execute(approval_id=approval_id, waits=waits)
         span.set({"garden.approval.outcome": done})
         return done
 

@@ -18,6 +18,12 @@ import jsonschema
 import regex
 
 from garden.providers.types import ToolSpec
+from garden.tools.schema_limits import (
+    SchemaTooSlow,
+    bounded_validator,
+    remaining,
+    validation_budget,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,10 +200,13 @@ def load_schema(name: str) -> dict[str, Any]:
 def check_arguments(tool: Tool, arguments: dict[str, Any]) -> str | None:
     """Validate model-supplied arguments against the tool's schema; the first error or None.
     A schema that cannot be applied (an owner's server's) is an error of the call, never a
-    crash."""
+    crash; one that takes longer than GARDEN_TOOL_SCHEMA_SECONDS raises SchemaTooSlow."""
     try:
         validator = _validator(tool.spec.name, tool.spec.parameters)
-        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        with validation_budget():
+            error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+    except SchemaTooSlow:
+        raise
     except Exception as exc:  # an unresolvable reference, …: the server's schema, not ours
         return f"the tool's schema cannot be applied ({type(exc).__name__})"
     if error is None:
@@ -211,7 +220,10 @@ def call_refusal(tool: Tool, arguments: dict[str, Any]) -> ToolOutcome | None:
     (INVALID_TOOL_ARGUMENTS), or its own ``check`` refuses them — or None. Reads nothing, so
     the loop asks it before offering the call for approval: a call that cannot run goes back
     to the model at once instead of waiting for a person."""
-    problem = check_arguments(tool, arguments)
+    try:
+        problem = check_arguments(tool, arguments)
+    except SchemaTooSlow as slow:
+        return ToolOutcome(f"{slow.code}: {slow}", is_error=True, code=slow.code)
     if problem:
         return ToolOutcome(
             f"INVALID_TOOL_ARGUMENTS: {problem}", is_error=True, code="INVALID_TOOL_ARGUMENTS"
@@ -225,14 +237,15 @@ _VALIDATORS: dict[str, tuple[dict[str, Any], Any]] = {}
 def _validator(name: str, schema: dict[str, Any]):
     """The tool's schema checked and compiled once per process (``jsonschema.validate``
     re-checks the schema itself on every call, which costs more than the validation); an
-    owner's tool, whose schema is its server's and may change, is compiled each time."""
+    owner's tool, whose schema is its server's and may change, is compiled each time. Either
+    checks the validation budget at every keyword (``schema_limits.bounded_validator``)."""
     if is_sourced(name):
-        cls = jsonschema.validators.validator_for(schema)
+        cls = bounded_validator(schema, extra={"pattern": _bounded_pattern})
         cls.check_schema(schema)
-        return jsonschema.validators.extend(cls, {"pattern": _bounded_pattern})(schema)
+        return cls(schema)
     cached = _VALIDATORS.get(name)
     if cached is None or cached[0] is not schema:
-        cls = jsonschema.validators.validator_for(schema)
+        cls = bounded_validator(schema)
         cls.check_schema(schema)
         cached = _VALIDATORS[name] = (schema, cls(schema))
     return cached[1]
@@ -246,8 +259,13 @@ PATTERN_SECONDS = 0.05
 def _bounded_pattern(validator, pattern: str, instance: Any, schema: dict[str, Any]):
     if not validator.is_type(instance, "string"):
         return
+    left = remaining()  # SchemaTooSlow when the whole validation's budget is spent
     try:
-        found = regex.search(pattern, instance, timeout=PATTERN_SECONDS)
+        found = regex.search(
+            pattern,
+            instance,
+            timeout=PATTERN_SECONDS if left is None else min(PATTERN_SECONDS, left),
+        )
     except TimeoutError:
         yield jsonschema.ValidationError(f"matching the pattern {pattern!r} took too long")
         return

@@ -4,13 +4,13 @@ survives the providers' wire form and its input schema is one garden can apply."
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import jsonschema
 
 from garden import mcp_client
+from garden.tools.schema_limits import schema_refusal
 
 PREFIX = "mcp."
 SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,18}[a-z0-9])?$")
@@ -18,7 +18,6 @@ SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,18}[a-z0-9])?$")
 # of letters, digits, ``_`` and ``-``) and map back exactly: no dots, no double underscore.
 TOOL_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 MAX_DESCRIPTION = 1_000
-MAX_SCHEMA_BYTES = 32_768
 MAX_WIRE_NAME = 64
 
 
@@ -44,13 +43,16 @@ def usable(server: str, listed: dict[str, Any]) -> str | None:
     schema = listed.get("input_schema")
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         return "its input schema is not an object schema"
-    if len(json.dumps(schema)) > MAX_SCHEMA_BYTES:
-        return f"its input schema is larger than {MAX_SCHEMA_BYTES:,} bytes"
+    # Its size, parts, patterns, depth, references and composition, within limits before
+    # anything else reads it (garden.tools.schema_limits).
+    why = schema_refusal(schema) or _unsupported(schema)
+    if why:
+        return why
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         return f"its input schema is not valid JSON Schema ({exc.message})"
-    return _unsupported(schema)
+    return None
 
 
 def _unsupported(node: Any) -> str | None:

@@ -23,14 +23,15 @@ from garden.models import Message
 from garden.providers import ToolResult
 from garden.retry import retry_on_lock_conflict
 from garden.services.conversations import message_append, text_block
+from garden.slots import TOOLS, slot_backoff, slot_hold
 from garden.tools import (
-    Tool,
     ToolOutcome,
     check_arguments,
     describe_action,
     get_tool,
     run_tool,
 )
+from garden.tools.schema_limits import SchemaTooSlow
 from garden.transcript import block_to_json
 from groups import lock_order, scheduling
 from groups.domain.rendering import compact_json
@@ -86,36 +87,27 @@ def approval_decide(
     wanted = DECISIONS[decision]
     head = (
         Approval.objects.filter(pk=approval_id, owner=user)
-        .values("request__group_id", "request_id", "action")
+        .values("request__group_id", "request_id", "action", "status")
         .first()
     )
     if head is None:
         raise not_found("approval", field="approval")
-    # Found before any row is locked: an owner's tool may be looked up on its server.
-    tool = (
-        get_tool((head["action"] or {}).get("name", ""), owner_id=user.pk)
-        if arguments is not None
-        else None
-    )
+    proposed = _proposed_arguments(head["action"], arguments)
+    # A decided approval is answered at once: nothing validated, no row locked.
+    if head["status"] != Approval.Status.PENDING:
+        found = Approval.objects.get(pk=approval_id)
+        return _decided_already(found, wanted, arguments, proposed)
+    # Changed arguments are checked before any row is locked or transaction opened (a tool of
+    # the owner's server is looked up there, and its schema applied within
+    # GARDEN_TOOL_SCHEMA_SECONDS): a slow check holds no lock another decision waits on.
+    changed = _changed_arguments(head["action"], proposed, user)
     with transaction.atomic():
         _, request = lock_order.lock_group_and_request(
             head["request__group_id"], head["request_id"]
         )
         approval = lock_order.lock_approval(approval_id)
-        changed = _changed_arguments(approval, arguments, tool)
-        if approval.status != Approval.Status.PENDING:
-            if approval.status == wanted and (
-                arguments is None or changed == approval.approved_arguments
-            ):
-                return Decision(approval, repeated=True)
-            raise ServiceError(
-                "APPROVAL_ALREADY_DECIDED",
-                f"This action was already {approval.status}"
-                + (f" ({approval.reason})" if approval.reason else "")
-                + ".",
-                field="decision",
-                status=409,
-            )
+        if approval.status != Approval.Status.PENDING:  # decided meanwhile
+            return _decided_already(approval, wanted, arguments, proposed)
         if approval.conversation_id is None:  # detached by a clear, which decides them all
             raise ServiceError(
                 "APPROVAL_ALREADY_DECIDED",
@@ -167,52 +159,110 @@ def approval_decide(
     return Decision(approval, repeated=False)
 
 
-def _changed_arguments(
-    approval: Approval, arguments: dict[str, Any] | None, tool: Tool | None
-) -> dict | None:
-    """``arguments`` when they differ from the requested ones and pass ``tool``'s schema;
-    None when there are none or they are the same (it runs as requested)."""
-    if arguments is None:
-        return None
-    action = approval.action or {}
-    if arguments == (action.get("arguments") or {}):
-        return None
-    problem = (
-        "this tool is not available any more" if tool is None else check_arguments(tool, arguments)
+def _decided_already(
+    approval: Approval, wanted: str, arguments: dict | None, proposed: dict | None
+) -> Decision:
+    """A decision on an approval already decided: the same one again returns the first
+    outcome (repeated); any other is refused, 409 APPROVAL_ALREADY_DECIDED."""
+    if approval.status == wanted and (arguments is None or proposed == approval.approved_arguments):
+        return Decision(approval, repeated=True)
+    raise ServiceError(
+        "APPROVAL_ALREADY_DECIDED",
+        f"This action was already {approval.status}"
+        + (f" ({approval.reason})" if approval.reason else "")
+        + ".",
+        field="decision",
+        status=409,
     )
-    if problem:
-        raise ServiceError(
-            "INVALID_ARGUMENTS",
-            f"The changed arguments do not fit {action.get('name')}: {problem}.",
-            field="arguments",
-        )
+
+
+def _proposed_arguments(action: dict | None, arguments: dict[str, Any] | None) -> dict | None:
+    """``arguments`` when they differ from the requested ones; None when there are none or
+    they are the same (it runs as requested). Compares only, validates nothing."""
+    if arguments is None or arguments == ((action or {}).get("arguments") or {}):
+        return None
     return arguments
 
 
-def approval_execute(*, approval_id: int) -> str:
+def _changed_arguments(
+    action: dict | None, proposed: dict[str, Any] | None, user: AbstractBaseUser
+) -> dict | None:
+    """``proposed`` once it passes its tool's schema (400 INVALID_ARGUMENTS, or
+    SCHEMA_TOO_SLOW when the schema takes longer than GARDEN_TOOL_SCHEMA_SECONDS to apply).
+    Caller holds no lock and no transaction: the tool may be looked up on the owner's
+    server."""
+    if proposed is None:
+        return None
+    name = (action or {}).get("name", "")
+    tool = get_tool(name, owner_id=user.pk)
+    try:
+        problem = (
+            "this tool is not available any more"
+            if tool is None
+            else check_arguments(tool, proposed)
+        )
+    except SchemaTooSlow as slow:
+        raise ServiceError(
+            slow.code,
+            f"The changed arguments of {name} could not be checked: {slow}.",
+            field="arguments",
+        ) from None
+    if problem:
+        raise ServiceError(
+            "INVALID_ARGUMENTS",
+            f"The changed arguments do not fit {name}: {problem}.",
+            field="arguments",
+        )
+    return proposed
+
+
+def approval_execute(*, approval_id: int, waits: int = 0) -> str:
     """Run an approved action exactly once (claimed by ``executed_at``), outside any
     transaction, then record its result and resume the request.
 
     The action never starts once its request has stopped: the claim checks the request is
-    still awaiting this approval, under the request's row lock.
+    still awaiting this approval, under the request's row lock. It runs holding one of its
+    owner's tool slots, as a step's tools do (GARDEN_MAX_TOOLS_IN_FLIGHT_PER_OWNER): with none
+    free it is sent again later (``slot_backoff``), having claimed nothing, and holds no worker
+    meanwhile; ``waits`` counts those looks.
     """
-    with transaction.atomic():
-        approval = Approval.objects.select_related("agent").get(pk=approval_id)
-        _, request = lock_order.lock_group_and_request(
-            approval.request.group_id if approval.request_id else None, approval.request_id
+    head = (
+        Approval.objects.filter(pk=approval_id)
+        .values("owner_id", "status", "executed_at", "request__state")
+        .first()
+    )
+    if head is None or head["status"] != Approval.Status.APPROVED or head["executed_at"]:
+        return "already_executed"
+    if head["request__state"] not in (None, GroupRequest.State.AWAITING_APPROVAL):
+        return "request_not_waiting"
+    slot = slot_hold(owner_id=head["owner_id"], kind=TOOLS)
+    if slot is None:
+        metrics.slot_wait("tools")
+        scheduling.send(
+            scheduling.EXECUTE_APPROVAL,
+            approval_id=approval_id,
+            waits=waits + 1,
+            countdown=slot_backoff(waits),
         )
-        if request is not None and request.state != GroupRequest.State.AWAITING_APPROVAL:
-            return "request_not_waiting"
-        claimed = Approval.objects.filter(
-            pk=approval_id, status=Approval.Status.APPROVED, executed_at__isnull=True
-        ).update(executed_at=timezone.now())
-        if not claimed:
-            return "already_executed"
-    # A crash from here until the result is recorded leaves the approval claimed and the
-    # request waiting: the sweeper records the outcome as unknown (approval_sweep), and the
-    # action never runs again.
-    fault_point("approval_claimed")
-    outcome = _run(approval)
+        return "waiting_for_tool_slot"
+    with slot:
+        with transaction.atomic():
+            approval = Approval.objects.select_related("agent").get(pk=approval_id)
+            _, request = lock_order.lock_group_and_request(
+                approval.request.group_id if approval.request_id else None, approval.request_id
+            )
+            if request is not None and request.state != GroupRequest.State.AWAITING_APPROVAL:
+                return "request_not_waiting"
+            claimed = Approval.objects.filter(
+                pk=approval_id, status=Approval.Status.APPROVED, executed_at__isnull=True
+            ).update(executed_at=timezone.now())
+            if not claimed:
+                return "already_executed"
+        # A crash from here until the result is recorded leaves the approval claimed and the
+        # request waiting: the sweeper records the outcome as unknown (approval_sweep), and
+        # the action never runs again.
+        fault_point("approval_claimed")
+        outcome = _run(approval)
     fault_point("approval_ran")
     with transaction.atomic():
         if request is not None:
