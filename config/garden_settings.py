@@ -157,6 +157,10 @@ GARDEN_EGRESS_DNS_PER_OWNER = env.int("GARDEN_EGRESS_DNS_PER_OWNER", default=4)
 GARDEN_EGRESS_DNS_PROVIDER_THREADS = env.int("GARDEN_EGRESS_DNS_PROVIDER_THREADS", default=32)
 GARDEN_EGRESS_DNS_TOOL_THREADS = env.int("GARDEN_EGRESS_DNS_TOOL_THREADS", default=16)
 GARDEN_EGRESS_DNS_TELEGRAM_THREADS = env.int("GARDEN_EGRESS_DNS_TELEGRAM_THREADS", default=4)
+# A response sent gzip- or deflate-packed (garden asks for none) is unpacked by garden itself,
+# in bounded pieces, up to this many bytes a response (each reader's own smaller cap still
+# applies; an MCP exchange's unpacked bytes count against its GARDEN_MCP_MAX_RESULT_BYTES).
+GARDEN_EGRESS_MAX_DECODED_BYTES = env.int("GARDEN_EGRESS_MAX_DECODED_BYTES", default=32_000_000)
 
 # --- Telegram approvals (telegram_approvals/, docs/telegram.md) ------------------------------
 # Unset token: no Telegram surface (the dashboard page says so, the webhook answers 404).

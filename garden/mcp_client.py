@@ -245,6 +245,12 @@ def _named(exc: BaseException | None) -> McpFailure:
     exc = _first(exc) if exc is not None else None
     if isinstance(exc, McpFailure):
         return exc
+    if isinstance(exc, egress.DecodedTooLarge | egress.BodyTooLarge | MemoryError):
+        # An answer that unpacked or grew past what this process will hold: named, never a
+        # bare 500 (the transport bounds unpacking; MemoryError is the last line).
+        return McpFailure(
+            "MCP_RESULT_TOO_LARGE", "the server's answer was too large; it was not read."
+        )
     if isinstance(exc, egress.EgressRefused):
         return McpFailure(exc.code, exc.message)
     if isinstance(exc, httpx.HTTPStatusError):

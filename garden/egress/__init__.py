@@ -14,6 +14,10 @@ URL, ``http.fetch``), and the Telegram Bot API's, goes through one client built 
   (``deadline()``), so a server dripping one byte at a time cannot hold a worker past it;
   ``read_capped`` stops reading a body at a byte cap (``iter_capped``, the same as it
   arrives).
+- A body sent packed anyway (gzip or deflate, one layer) is unpacked by the client's transport
+  in bounded pieces, never past GARDEN_EGRESS_MAX_DECODED_BYTES (an async client's unpacked
+  bytes also count against its ``ReadBudget``), before httpx sees it; stacked or other
+  encodings are refused by name (``EncodingRefused``, ``DecodedTooLarge``).
 - Name lookups count against the owner the request is made for (``deadline(owner_id=…)``) and
   its purpose, each on a thread of its own with no shared queue (``resolver``), so one
   owner's name that never answers delays no one else's.
@@ -22,7 +26,9 @@ URL, ``http.fetch``), and the Telegram Bot API's, goes through one client built 
 from garden.egress.client import (
     AsyncEgressBackend,
     BodyTooLarge,
+    DecodedTooLarge,
     EgressBackend,
+    EncodingRefused,
     ReadBudget,
     build_async_client,
     build_client,
@@ -53,8 +59,10 @@ __all__ = [
     "Allowlist",
     "AsyncEgressBackend",
     "BodyTooLarge",
+    "DecodedTooLarge",
     "EgressBackend",
     "EgressRefused",
+    "EncodingRefused",
     "Network",
     "Purpose",
     "ReadBudget",

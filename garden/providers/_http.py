@@ -210,6 +210,7 @@ def post_json(
     is read up to ``cap`` bytes (GARDEN_PROVIDER_MAX_REPLY_BYTES unless given), and no further.
     """
     cap = settings.GARDEN_PROVIDER_MAX_REPLY_BYTES if cap is None else cap
+    status: int | None = None
     try:
         with (
             egress.deadline(timeout, owner_id=owner_id),
@@ -221,6 +222,12 @@ def post_json(
             if assembler is not None and 200 <= status < 300 and is_event_stream(response):
                 return read_events(response, cap, provider, assembler)
             raw, clipped = egress.read_capped(response, cap)
+    except egress.DecodedTooLarge as exc:
+        raise ReplyTooLarge(f"{provider}: {exc.message}", status=status) from exc
+    except egress.EncodingRefused as exc:
+        # The server answered, in a form garden does not unpack: final, like any unreadable
+        # reply, and the model may have run.
+        raise MalformedReply(f"{provider}: {exc.message}", status=status) from exc
     except egress.EgressRefused as exc:
         raise EgressRefusedError(f"{provider}: {exc.message}") from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:

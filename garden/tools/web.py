@@ -80,6 +80,9 @@ def _fetch(ctx: ToolContext, url: str) -> tuple[ToolOutcome, Visit | None]:
                     break
             else:
                 return _unanswered(url, "FETCH_FAILED", f"more than {MAX_REDIRECTS} redirects.")
+    except (egress.EncodingRefused, egress.DecodedTooLarge) as exc:
+        # The page answered, in a form garden does not unpack: a visit that says so.
+        return _unanswered(url, exc.code, exc.message)
     except egress.EgressRefused as exc:
         return _failed(exc.code, exc.message), None
     except httpx.TimeoutException:

@@ -287,7 +287,7 @@ def test_a_compressed_bomb_is_unpacked_only_up_to_the_cap(server, settings):
     # A redirect's own body is never read at all.
     assert http_fetch(CTX, {"url": f"{server.url}/redirect"}).content.endswith("fine")
     server.reply(200, b"x", headers={"Content-Encoding": "br"})
-    assert http_fetch(CTX, {"url": server.url}).code == "EGRESS_REFUSED"
+    assert http_fetch(CTX, {"url": server.url}).code == "RESPONSE_ENCODING_REFUSED"
 
 
 def test_cookies_set_for_one_fetch_never_ride_along_with_another(server, settings):
