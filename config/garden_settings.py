@@ -131,6 +131,10 @@ GARDEN_WEBHOOK_RETRY_SECONDS = env.float("GARDEN_WEBHOOK_RETRY_SECONDS", default
 GARDEN_WEBHOOK_MAX_ATTEMPTS = env.int("GARDEN_WEBHOOK_MAX_ATTEMPTS", default=10)
 GARDEN_WEBHOOK_DISABLE_AFTER = env.int("GARDEN_WEBHOOK_DISABLE_AFTER", default=5)
 GARDEN_WEBHOOK_KEEP_DAYS = env.int("GARDEN_WEBHOOK_KEEP_DAYS", default=14)
+# Past this many of an owner's deliveries pending (waiting for a slot or a retry), a new one is
+# recorded given up at once (WEBHOOK_BACKLOG_FULL) and not sent; one still pending
+# GARDEN_WEBHOOK_RETRY_SECONDS after its event gives up (WEBHOOK_EXPIRED).
+GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER = env.int("GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER", default=200)
 
 # --- egress ---------------------------------------------------------------------------------
 # Outbound requests an owner can direct (a model account's base URL, http.fetch) never reach

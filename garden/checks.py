@@ -227,6 +227,7 @@ def _webhook_problems() -> list[tuple[str, str]]:
         "GARDEN_WEBHOOK_MAX_ATTEMPTS",
         "GARDEN_WEBHOOK_DISABLE_AFTER",
         "GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER",
+        "GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER",
     ):
         value = getattr(settings, name)
         if not (isinstance(value, int) and value >= 1):

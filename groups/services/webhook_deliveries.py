@@ -9,12 +9,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from groups import scheduling
 from groups.models import Approval, Group, GroupRequest, WebhookDelivery, WebhookEndpoint
 from groups.payloads import WEBHOOK_REQUEST_EVENTS, approval_webhook_event, request_webhook_event
+
+# The error of a delivery not queued because its owner has GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER
+# deliveries pending already.
+BACKLOG_FULL = "WEBHOOK_BACKLOG_FULL"
 
 
 def _subscribed(*, group_id: int, named_id: int | None, event_type: str) -> list[WebhookEndpoint]:
@@ -42,8 +47,20 @@ def webhook_deliveries_create(
     at: datetime,
 ) -> list[WebhookDelivery]:
     """One delivery per endpoint, all with the event's one id (the ``webhook-id`` of every
-    try), each sent after commit. Caller is in the transaction that makes the event so."""
+    try), each sent after commit. Caller is in the transaction that makes the event so.
+
+    Past the owner's GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER deliveries pending, a delivery is
+    recorded given up at once (``failed``, WEBHOOK_BACKLOG_FULL) and not sent: listed like any
+    other, so nothing is dropped unseen. The count is read, not locked: two events at once may
+    pass the cap by a few."""
     event_id = f"msg_{uuid.uuid4().hex}"
+    room = settings.GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER
+    if endpoints:
+        room -= pending_for_owner(endpoints[0].owner_id)
+    full = (
+        f"{BACKLOG_FULL}: {settings.GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER} deliveries of this "
+        "owner were pending already (GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER); not sent."
+    )
     created = WebhookDelivery.objects.bulk_create(
         [
             WebhookDelivery(
@@ -52,13 +69,30 @@ def webhook_deliveries_create(
                 event_type=event_type,
                 payload=payload,
                 request_id=request_id,
-                next_attempt_at=at,
+                **(
+                    {"next_attempt_at": at}
+                    if n < room
+                    else {
+                        "state": WebhookDelivery.State.FAILED,
+                        "last_error": full,
+                        "finished_at": at,
+                    }
+                ),
             )
-            for e in endpoints
+            for n, e in enumerate(endpoints)
         ]
     )
-    scheduling.deliver_webhooks_on_commit([d.pk for d in created])
+    scheduling.deliver_webhooks_on_commit(
+        [d.pk for d in created if d.state == WebhookDelivery.State.PENDING]
+    )
     return created
+
+
+def pending_for_owner(owner_id: int) -> int:
+    """How many of the owner's deliveries are not finished (waiting for a slot or a retry)."""
+    return WebhookDelivery.objects.filter(
+        endpoint__owner_id=owner_id, state=WebhookDelivery.State.PENDING
+    ).count()
 
 
 def webhook_deliveries_for_request(*, request: GroupRequest) -> list[WebhookDelivery]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,6 +29,7 @@ from garden.credentials import CredentialError, api_key_decrypt
 from garden.slots import WEBHOOKS, slot_backoff, slot_hold
 from groups import scheduling
 from groups.models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from groups.services.webhook_deliveries import pending_for_owner
 from groups.services.webhooks import refusal_text
 
 # A try's claim outlasts its deadline by this much: a sweep re-sends it only after its worker
@@ -38,6 +40,8 @@ _EARLY = timedelta(seconds=2)
 # The longest pause between tries, whatever GARDEN_WEBHOOK_BACKOFF says (garden.E012 names a
 # value past it at start-up).
 MAX_BACKOFF = 86400.0
+# The error a delivery gives up with when its window passed while it waited for a slot.
+EXPIRED = "WEBHOOK_EXPIRED"
 
 
 @dataclass(frozen=True)
@@ -127,13 +131,18 @@ def webhook_delivery_attempt(*, delivery_id: int, waits: int = 0) -> str:
         state=WebhookDelivery.State.PENDING,
         next_attempt_at__lte=timezone.now() + _EARLY,
     )
-    found = due.values_list("next_attempt_at", "endpoint__owner_id").first()
+    found = due.values_list("next_attempt_at", "endpoint__owner_id", "created_at").first()
     if found is None:
         return "not due"
-    due_at, owner_id = found
+    due_at, owner_id, created_at = found
+    expires_at = created_at + timedelta(seconds=settings.GARDEN_WEBHOOK_RETRY_SECONDS)
+    if timezone.now() >= expires_at:
+        return _expire(delivery_id)
     slot = slot_hold(owner_id=owner_id, kind=WEBHOOKS)
     if slot is None:
-        return _wait_for_slot(delivery_id, due_at=due_at, waits=waits)
+        return _wait_for_slot(
+            delivery_id, owner_id=owner_id, due_at=due_at, expires_at=expires_at, waits=waits
+        )
     with slot:
         lease = timezone.now() + timedelta(seconds=settings.GARDEN_WEBHOOK_TIMEOUT + _CLAIM_MARGIN)
         if not due.update(next_attempt_at=lease):
@@ -156,21 +165,50 @@ def webhook_delivery_attempt(*, delivery_id: int, waits: int = 0) -> str:
     return _record(delivery, tried)
 
 
-def _wait_for_slot(delivery_id: int, *, due_at: datetime, waits: int) -> str:
+def _wait_for_slot(
+    delivery_id: int, *, owner_id: int, due_at: datetime, expires_at: datetime, waits: int
+) -> str:
     """Every webhook slot of the owner is taken: send nothing and record no attempt; move the
     next try on by the pause (one conditional write, so the sweep does not take the delivery
-    for lost, and a duplicate message finds it not due) and come back then."""
+    for lost, and a duplicate message finds it not due) and come back then, or at its expiry.
+
+    The pause is the slot back-off or, when more of the owner's deliveries are pending than it
+    has slots, the time the ones ahead take at most (GARDEN_WEBHOOK_TIMEOUT each, shared by its
+    slots), jittered: however many wait, the owner's looks add up to about two per slot per
+    GARDEN_WEBHOOK_TIMEOUT."""
     metrics.slot_wait("webhooks")
-    pause = slot_backoff(waits)
+    slots = max(1, settings.GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER)
+    ahead = max(0, pending_for_owner(owner_id) - slots)
+    turn = settings.GARDEN_WEBHOOK_TIMEOUT * ahead / slots * random.uniform(0.5, 1.0)
+    now = timezone.now()
+    pause = min(max(slot_backoff(waits), turn), max(0.0, (expires_at - now).total_seconds()))
     moved = WebhookDelivery.objects.filter(
         pk=delivery_id, state=WebhookDelivery.State.PENDING, next_attempt_at=due_at
-    ).update(next_attempt_at=timezone.now() + timedelta(seconds=pause))
+    ).update(next_attempt_at=now + timedelta(seconds=pause))
     if not moved:
         return "not due"  # another message of it got there first
     scheduling.send(
         scheduling.DELIVER_WEBHOOK, countdown=pause, delivery_id=delivery_id, waits=waits + 1
     )
     return "waiting for a slot"
+
+
+def _expire(delivery_id: int) -> str:
+    """The delivery is still pending GARDEN_WEBHOOK_RETRY_SECONDS after its event (it waited
+    for a slot that long): it gives up unsent, saying so (WEBHOOK_EXPIRED)."""
+    why = (
+        f"{EXPIRED}: still not sent {settings.GARDEN_WEBHOOK_RETRY_SECONDS:g} s after the event "
+        "(GARDEN_WEBHOOK_RETRY_SECONDS); the owner's webhook slots stayed taken."
+    )
+    gave_up = WebhookDelivery.objects.filter(
+        pk=delivery_id, state=WebhookDelivery.State.PENDING
+    ).update(
+        state=WebhookDelivery.State.FAILED,
+        last_error=why[:300],
+        next_attempt_at=None,
+        finished_at=timezone.now(),
+    )
+    return "expired" if gave_up else "not due"
 
 
 def _give_up_unsent(delivery: WebhookDelivery, why: str) -> None:

@@ -182,6 +182,7 @@ def test_check_deploy_names_a_wide_and_a_metadata_allowance(tmp_path):
         ("GARDEN_WEBHOOK_RETRY_SECONDS", 0.0),
         ("GARDEN_WEBHOOK_DISABLE_AFTER", 0),
         ("GARDEN_MAX_WEBHOOKS_IN_FLIGHT_PER_OWNER", 0),
+        ("GARDEN_WEBHOOK_MAX_PENDING_PER_OWNER", 0),
     ],
 )
 def test_a_webhook_setting_out_of_range_is_named_at_start_up(settings, name, value):
