@@ -165,6 +165,9 @@ GARDEN_EGRESS_DNS_TELEGRAM_THREADS = env.int("GARDEN_EGRESS_DNS_TELEGRAM_THREADS
 # in bounded pieces, up to this many bytes a response (each reader's own smaller cap still
 # applies; an MCP exchange's unpacked bytes count against its GARDEN_MCP_MAX_RESULT_BYTES).
 GARDEN_EGRESS_MAX_DECODED_BYTES = env.int("GARDEN_EGRESS_MAX_DECODED_BYTES", default=32_000_000)
+# A web request that opens an egress connection while holding a database connection: an error
+# (DB_CONNECTION_HELD) when on (the tests), a logged error otherwise (garden/db_release.py).
+GARDEN_STRICT_DB_RELEASE = env.bool("GARDEN_STRICT_DB_RELEASE", default=False)
 
 # --- Telegram approvals (telegram_approvals/, docs/telegram.md) ------------------------------
 # Unset token: no Telegram surface (the dashboard page says so, the webhook answers 404).

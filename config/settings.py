@@ -55,6 +55,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: hands the view thread's database connections back (garden/db_release.py).
+    "garden.db_release.DbReleaseMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -109,7 +111,12 @@ if DATABASE_URL:
             # takes it, stranding its request until the sweeper.
             DATABASES["default"]["OPTIONS"] = {
                 **_connect,
-                "pool": {"min_size": 1, "max_size": _pool_max, "timeout": 30},
+                "pool": {
+                    "min_size": 1,
+                    "max_size": _pool_max,
+                    # How long a thread waits for a free connection before failing.
+                    "timeout": env.float("GARDEN_DB_POOL_TIMEOUT", default=30.0),
+                },
             }
             DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         else:

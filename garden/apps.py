@@ -20,12 +20,22 @@ class GardenConfig(AppConfig):
             worker_shutting_down,
         )
 
-        from . import checks, heartbeat, metrics_dir, metrics_exposition, signals  # noqa: F401
+        from . import (  # noqa: F401
+            checks,
+            db_release,
+            heartbeat,
+            metrics_dir,
+            metrics_exposition,
+            signals,
+        )
         from .event_schema import register_event_type
+        from .metrics import register_scrape_gauges
         from .payloads import MessageCreatedEvent
         from .tools import charts, files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         register_event_type("message.created", MessageCreatedEvent)
+        # First of the scrape gauges: the pool is read before the others take a connection.
+        register_scrape_gauges(db_release.pool_gauges)
         make_var_folders()
         register_encrypted_fields()
         # Every worker process, however started, beats while it runs (garden/heartbeat.py).

@@ -49,6 +49,9 @@ def pytest_configure(config) -> None:
     # Every event any test makes the code send is checked against its registered serializer
     # (garden/event_schema.py): a payload field added without its serializer fails there.
     settings.GARDEN_CHECK_EVENTS = True
+    # A web request that opens an egress connection holding a database connection fails
+    # (DB_CONNECTION_HELD) instead of logging (garden/db_release.py).
+    settings.GARDEN_STRICT_DB_RELEASE = True
     _loopback_only()
 
 

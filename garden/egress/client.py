@@ -15,6 +15,7 @@ import httpcore
 import httpx
 from django.conf import settings
 
+from garden.db_release import check_no_connection_held
 from garden.egress.deadline import clamp
 from garden.egress.policy import EgressRefused, Purpose, check_host
 
@@ -62,6 +63,7 @@ class EgressBackend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Any = None,
     ) -> httpcore.NetworkStream:
+        check_no_connection_held()
         addresses = check_host(host, port, self.purpose)
         error: Exception | None = None
         for address in addresses:
@@ -205,6 +207,7 @@ class AsyncEgressBackend(httpcore.AsyncNetworkBackend):
     ) -> httpcore.AsyncNetworkStream:
         # The check resolves on the policy's own bounded threads; this event loop serves one
         # call only, so waiting here blocks no one else's work.
+        check_no_connection_held()
         addresses = check_host(host, port, self.purpose)
         error: Exception | None = None
         for address in addresses:

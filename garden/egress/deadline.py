@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from garden.db_release import release_before_network
+
 _deadline: ContextVar[float | None] = ContextVar("egress_deadline", default=None)
 _owner: ContextVar[int | None] = ContextVar("egress_owner", default=None)
 
@@ -18,7 +20,11 @@ def deadline(seconds: float, *, owner_id: int | None = None) -> Iterator[None]:
     """Bound every lookup, connect, read and write of the requests made in this block by a
     total of ``seconds`` (httpx's own timeouts apply per phase, so a slow server could stretch
     them); inside an outer deadline, the earlier end wins. With ``owner_id`` the block's
-    requests are made for that owner (without it, for the outer block's owner, if any)."""
+    requests are made for that owner (without it, for the outer block's owner, if any).
+
+    In a web request the thread's database connections are handed back first
+    (``garden.db_release``): a client that goes away must not strand one outside the pool."""
+    release_before_network()
     end = time.monotonic() + seconds
     outer = _deadline.get()
     token = _deadline.set(end if outer is None else min(outer, end))

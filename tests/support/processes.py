@@ -8,7 +8,25 @@ as a child's ``preexec_fn``, gives it SIGINT's default back before it starts."""
 from __future__ import annotations
 
 import signal
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """``command`` run from the checkout's root with ``env``, its output (stdout and stderr
+    together) readable as text, stoppable with SIGINT."""
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=interruptible,
+    )

@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from django.conf import settings
 from django.contrib.auth.hashers import UNUSABLE_PASSWORD_PREFIX
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from dashboard import serving
 
@@ -60,6 +61,9 @@ class Command(BaseCommand):
         embedded = not settings.REDIS_URL
         self.stdout.write(f"garden dashboard: http://{shown_host}:{port}/dashboard/")
         self._first_user()
+        # The check's connection goes back now: this thread serves no request, and under
+        # GARDEN_DB_POOL_MAX it would hold one of the pool's connections for good.
+        connections.close_all()
         if embedded:
             self.stdout.write(
                 f"embedded worker: {options['worker_concurrency']} threads and beat in this "
