@@ -3,9 +3,11 @@
 import os
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import after_setup_logger, beat_init, worker_init
+from django.conf import settings
 
 from garden import telemetry
+from garden.logs import RepeatFilter
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -25,3 +27,12 @@ def _trace_worker(**_: object) -> None:
 @beat_init.connect
 def _trace_beat(**_: object) -> None:
     telemetry.setup_tracing(telemetry.SERVICE_BEAT)
+
+
+@after_setup_logger.connect
+def _bound_repeats(logger, **_: object) -> None:
+    """Celery replaces the root logger's handlers with its own: they bound repeated records
+    as settings.LOGGING's console handler does (garden/logs.py)."""
+    options = {k: v for k, v in settings.LOGGING["filters"]["repeats"].items() if k != "()"}
+    for handler in logger.handlers:
+        handler.addFilter(RepeatFilter(**options))

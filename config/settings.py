@@ -65,6 +65,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # Slowed usernames answered before their password is checked; device cookies handed out.
+    "dashboard.logins.SignInMiddleware",
     # Last: turns a locked-out sign-in into the lockout page (429).
     "axes.middleware.AxesMiddleware",
 ]
@@ -340,6 +342,16 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # Past GARDEN_LOG_REPEAT_LIMIT records a minute from one line of code, the rest are left
+    # out and one line says how many (garden/logs.py): a server's junk answer makes the MCP
+    # SDK warn once per bad event.
+    "filters": {
+        "repeats": {
+            "()": "garden.logs.RepeatFilter",
+            "limit": env.int("GARDEN_LOG_REPEAT_LIMIT", default=20),
+            "window": 60.0,
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["repeats"]}},
     "root": {"handlers": ["console"], "level": env.str("GARDEN_LOG_LEVEL", default="WARNING")},
 }
