@@ -43,14 +43,16 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# --- signing in: the login lockout (django-axes) --------------------------------------------
+# --- signing in: the login lockout (django-axes), the slow-down, device cookies ----------
 # Every sign-in (/dashboard/login/, /admin/login/, the password a new access token asks for)
-# goes through authenticate(); after GARDEN_LOGIN_FAILURE_LIMIT wrong passwords for one
-# username, or from one client address, signing in is refused (429 LOGIN_LOCKED, even with
-# the right password) until GARDEN_LOGIN_LOCKOUT_MINUTES have passed since the last failure.
-# Failures are rows in the database, counted under a row lock, so every web process counts
-# together; staff lift a lock in the admin (Access attempts) or with
-# `manage.py axes_reset_username NAME`. A success resets the count.
+# goes through authenticate(). After GARDEN_LOGIN_FAILURE_LIMIT wrong passwords for one
+# username *from one client address* that pair is refused (429 LOGIN_LOCKED, even with the
+# right password) until GARDEN_LOGIN_LOCKOUT_MINUTES have passed since the last failure. The
+# lock is the pair, never the username alone nor the address alone: locking a username lets
+# anyone lock its person out from anywhere, locking an address locks out everyone behind one
+# NAT. Failures are rows in the database, counted under a row lock, so every web process
+# counts together; staff lift a lock in the admin (Access attempts) or with
+# `manage.py axes_reset_username NAME`. A success resets the pair's count.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
@@ -63,11 +65,27 @@ GARDEN_LOGIN_LOCKOUT_MINUTES = env.int("GARDEN_LOGIN_LOCKOUT_MINUTES", default=1
 AXES_ENABLED = GARDEN_LOGIN_FAILURE_LIMIT > 0
 AXES_FAILURE_LIMIT = max(1, GARDEN_LOGIN_FAILURE_LIMIT)
 AXES_COOLOFF_TIME = timedelta(minutes=GARDEN_LOGIN_LOCKOUT_MINUTES)
-# Either one locks: a username guessed at from many addresses, or one address trying many
-# usernames.
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# One list inside the list: username and address together are one lock key (each item of
+# the outer list alone would lock).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "dashboard.logins.client_ip"
 AXES_LOCKOUT_CALLABLE = "dashboard.logins.lockout_response"
+# A browser holding its person's device cookie is not locked (dashboard/logins.py).
+AXES_WHITELIST_CALLABLE = "dashboard.logins.known_device"
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_VERBOSE = False
+# Across addresses a username is slowed, never locked (dashboard.logins.SignInMiddleware,
+# counted in the cache, so in Redis for every web process): after GARDEN_LOGIN_SLOWDOWN_AFTER
+# failures within GARDEN_LOGIN_SLOWDOWN_WINDOW_MINUTES, a sign-in for it waits
+# GARDEN_LOGIN_SLOWDOWN_SECONDS after the last failure, doubling with each further failure,
+# at most GARDEN_LOGIN_SLOWDOWN_MAX_SECONDS (429 LOGIN_SLOWED with Retry-After). 0 turns the
+# slow-down off.
+GARDEN_LOGIN_SLOWDOWN_AFTER = env.int("GARDEN_LOGIN_SLOWDOWN_AFTER", default=5)
+GARDEN_LOGIN_SLOWDOWN_SECONDS = env.int("GARDEN_LOGIN_SLOWDOWN_SECONDS", default=5)
+GARDEN_LOGIN_SLOWDOWN_MAX_SECONDS = env.int("GARDEN_LOGIN_SLOWDOWN_MAX_SECONDS", default=300)
+GARDEN_LOGIN_SLOWDOWN_WINDOW_MINUTES = env.int("GARDEN_LOGIN_SLOWDOWN_WINDOW_MINUTES", default=60)
+# A successful sign-in leaves a signed device cookie bound to the person for this many days;
+# a sign-in as them that presents it skips the slow-down and the pair lock, until
+# GARDEN_LOGIN_FAILURE_LIMIT failures were made with it. 0: no device cookies.
+GARDEN_LOGIN_DEVICE_DAYS = env.int("GARDEN_LOGIN_DEVICE_DAYS", default=90)

@@ -7,6 +7,7 @@ class DashboardConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from dashboard import receivers
+        from dashboard import logins, receivers
 
         receivers.connect()
+        logins.connect()
