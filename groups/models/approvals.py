@@ -68,6 +68,9 @@ class Approval(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
     executed_at = models.DateTimeField(null=True, blank=True)
+    # When an approved action that found no free tool slot looks again (its message is sent):
+    # the sweep leaves it to that look until it is long overdue.
+    next_try_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "garden_approval"

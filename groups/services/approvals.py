@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Q, Subquery
 from django.utils import timezone
 
 from garden import events, metrics, telemetry
@@ -238,11 +238,13 @@ def approval_execute(*, approval_id: int, waits: int = 0) -> str:
     slot = slot_hold(owner_id=head["owner_id"], kind=TOOLS)
     if slot is None:
         metrics.slot_wait("tools")
+        pause = slot_backoff(waits)
+        # The look's time is on the row, so the sweep does not start a second loop of looks.
+        Approval.objects.filter(pk=approval_id, executed_at__isnull=True).update(
+            next_try_at=timezone.now() + timedelta(seconds=pause)
+        )
         scheduling.send(
-            scheduling.EXECUTE_APPROVAL,
-            approval_id=approval_id,
-            waits=waits + 1,
-            countdown=slot_backoff(waits),
+            scheduling.EXECUTE_APPROVAL, approval_id=approval_id, waits=waits + 1, countdown=pause
         )
         return "waiting_for_tool_slot"
     with slot:
@@ -400,7 +402,8 @@ UNKNOWN_OUTCOME = (
 
 def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
     """Approvals a crash left between decision and result, put back on their way: an approved
-    action never claimed (its task was lost) is sent again — the claim keeps it to one run;
+    action never claimed (its task was lost, or the look of one waiting for a tool slot is
+    ``older_than_seconds`` overdue) is sent again — the claim keeps it to one run;
     one claimed whose result never came (its worker died running it) gets an honest unknown
     outcome, and its request resumes. Only approvals decided or claimed ``older_than_seconds``
     ago, longer than a task can live."""
@@ -416,9 +419,11 @@ def approval_sweep(*, older_than_seconds: float) -> dict[str, int]:
         pk=newest,
     )
     found = {"approvals_resent": 0, "approvals_unknown": 0}
-    for pk in waiting.filter(executed_at__isnull=True, decided_at__lte=cutoff).values_list(
-        "pk", flat=True
-    ):
+    # One waiting for a tool slot is left to its own next look until that is overdue as long.
+    unclaimed = waiting.filter(executed_at__isnull=True, decided_at__lte=cutoff).filter(
+        Q(next_try_at__isnull=True) | Q(next_try_at__lte=cutoff)
+    )
+    for pk in unclaimed.values_list("pk", flat=True):
         telemetry.mark(
             "garden.sweep.recover",
             trace_context=lambda: approval_trace_context(approval_id=pk),  # noqa: B023
