@@ -40,6 +40,20 @@ class ServiceError(Exception):
         self.errors = tuple(errors) or (FieldError(field or "non_field_errors", code, message),)
 
 
+def scope_message(scope: str) -> str:
+    """What a person is told when an access token lacks ``scope`` for what it asked."""
+    return (
+        f"This access token may not do this: it needs the '{scope}' scope. Make one with it on "
+        "the Access tokens page, or do it from the dashboard."
+    )
+
+
+def scope_refused(scope: str) -> ServiceError:
+    """The refusal (403 TOKEN_SCOPE) of a change only some tokens may make, found by a service
+    once it sees what the change would do — the same refusal as a route's own scope check."""
+    return ServiceError("TOKEN_SCOPE", scope_message(scope), status=403)
+
+
 def not_found(what: str, *, field: str | None = None) -> ServiceError:
     """The one 404: ``NOT_FOUND``, "No such <what>." — another owner's row reads the same."""
     return ServiceError("NOT_FOUND", f"No such {what}.", field=field, status=404)

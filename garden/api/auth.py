@@ -19,6 +19,7 @@ from rest_framework import authentication, exceptions, permissions, status
 from rest_framework.authentication import CSRFCheck
 from rest_framework.request import Request
 
+from garden.errors import scope_message
 from garden.services.tokens import token_authenticate
 
 _MESSAGES = {
@@ -93,17 +94,12 @@ class TokenScopes(permissions.BasePermission):
     """A request made with an access token does only what the token's scopes allow: reads
     need ``read``, a DELETE ``manage`` (what it removes cannot be taken back), other writes
     ``write``, and a view's ``token_scopes`` (by method) name the others — ``manage`` for a
-    group's clear, restore and archive. A session is not limited here (it has the CSRF
+    group's clear, restore and archive and for deciding an approval. A session is not limited here (it has the CSRF
     pair instead)."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        from garden.models import AccessToken
-
-        token = request.auth
-        if not isinstance(token, AccessToken):
-            return True
         needed = getattr(view, "token_scopes", {}).get(request.method) or _needed(request.method)
-        if needed not in (token.scopes or []):
+        if not has_scope(request, needed):
             raise ScopeRefused(needed)
         return True
 
@@ -114,13 +110,19 @@ def _needed(method: str) -> str:
     return "manage" if method == "DELETE" else "write"
 
 
+def has_scope(request: Request, scope: str) -> bool:
+    """Whether the request may do what ``scope`` covers: a session always; a token when it was
+    made with it. Passed to a service whose change needs ``manage`` only for some values (an
+    approval rule, a stored key), which it can tell only once it sees what would change."""
+    from garden.models import AccessToken
+
+    token = request.auth
+    return not isinstance(token, AccessToken) or scope in (token.scopes or [])
+
+
 class ScopeRefused(exceptions.PermissionDenied):
     def __init__(self, scope: str) -> None:
-        super().__init__(
-            detail=f"This access token may not do this: it needs the '{scope}' scope. Make one "
-            "with it on the Access tokens page, or do it from the dashboard.",
-            code="TOKEN_SCOPE",
-        )
+        super().__init__(detail=scope_message(scope), code="TOKEN_SCOPE")
 
 
 class SessionOnly(permissions.BasePermission):

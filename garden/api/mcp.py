@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden import selectors
+from garden.api.auth import has_scope
 from garden.api.serializers import McpServerChangeInput, McpServerInput, McpServerOutput
 from garden.errors import not_found
 from garden.models import McpServer
@@ -78,7 +79,9 @@ class McpServerDetailApi(APIView):
         server = _owned(request, server_id)
         data = McpServerChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
-        change = mcp_server_update(server=server, **data.validated_data)
+        change = mcp_server_update(
+            server=server, **data.validated_data, manage=has_scope(request, "manage")
+        )
         return Response(_payload(request, change.server, headers_cleared=change.headers_cleared))
 
     @extend_schema(

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from garden import selectors
-from garden.api.auth import SessionOnly
+from garden.api.auth import SessionOnly, has_scope
 from garden.api.errors import REFUSED, ErrorOutput
 from garden.api.serializers import (
     AccessTokenCreatedOutput,
@@ -83,7 +83,9 @@ class ModelAccountDetailApi(APIView):
         account = self._account(request, account_id)
         data = ModelAccountChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
-        change = model_account_update(account=account, **data.validated_data)
+        change = model_account_update(
+            account=account, **data.validated_data, manage=has_scope(request, "manage")
+        )
         change.account.api_key_cleared = change.api_key_cleared
         return Response(ModelAccountChangedOutput(change.account).data)
 
@@ -202,7 +204,7 @@ class AgentDetailApi(APIView):
             v["model_account"] = _owned_account(request, v["model_account"])
         if "delegation_allowlist" in v:
             v["delegation_allowlist"] = _owned_agents(request, v["delegation_allowlist"])
-        agent = agent_update(agent=agent, **v)
+        agent = agent_update(agent=agent, **v, manage=has_scope(request, "manage"))
         return Response(AgentOutput(self._agent(request, agent.pk)).data)
 
     @extend_schema(

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from garden import credentials, egress
-from garden.errors import QuotaExceeded, ServiceError
+from garden.errors import QuotaExceeded, ServiceError, scope_refused
 from garden.models import ModelAccount
 from garden.providers import ChatMessage, ChatRequest, ProviderError, TextBlock, get_provider
 from garden.providers.scripted import options_problem
@@ -225,10 +225,14 @@ def model_account_update(
     clear_api_key: bool = False,
     timeout_seconds: float = _UNCHANGED,
     options: dict[str, Any] = _UNCHANGED,
+    manage: bool = True,
 ) -> AccountChange:
     """Change what is given; the key rules are checked on the account as it will be. A new
     base URL without a new key drops the stored key (``api_key_cleared``): a key never follows
-    the account to another host."""
+    the account to another host. Without ``manage`` (a token without that scope) a change that
+    would replace or drop the key the account has — a pasted key, a legacy reference or an
+    operator credential — is refused (403 TOKEN_SCOPE) and nothing is written: a dropped key
+    cannot be got back from garden. Giving a key to an account without one needs no more."""
 
     def pick(value: Any, current: Any) -> Any:
         return current if value is _UNCHANGED else value
@@ -264,6 +268,10 @@ def model_account_update(
             )
         ):
             checked = replace(checked, api_key_encrypted=locked.api_key_encrypted)
+        stored = (locked.credential, locked.api_key_encrypted, locked.legacy_secret_ref)
+        kept = (checked.credential, checked.api_key_encrypted, checked.legacy_secret_ref)
+        if not manage and any(stored) and kept != stored:
+            raise scope_refused("manage")
         locked.name = pick(name, account.name)
         locked.model = pick(model, account.model)
         locked.base_url = pick(base_url, account.base_url)

@@ -9,7 +9,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from garden.errors import FieldError, QuotaExceeded, ServiceError
+from garden.errors import FieldError, QuotaExceeded, ServiceError, scope_refused
 from garden.models import Agent, ModelAccount
 from garden.quotas import quota_hold
 from garden.services.accounts import scripted_account_for
@@ -259,9 +259,13 @@ def agent_update(
     approval_tools: list[str] | None = None,
     tool_approvals: dict[str, str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
+    manage: bool = True,
 ) -> Agent:
     """Change what is given (``None`` leaves a part as it is); the caller has checked that
-    ``model_account`` and the allowlist's agents are the owner's.
+    ``model_account`` and the allowlist's agents are the owner's. Without ``manage`` (a token
+    without that scope) a change of the approval rules — ``approval_tools``, ``tool_approvals``,
+    or a rule that goes with a tool taken away — is refused (403 TOKEN_SCOPE) and nothing is
+    written: an approval a script could switch off guards nothing against that script.
 
     A step already running keeps the settings it read; the next step of every room the agent
     is in reads the new ones (the room's roster follows the agent row).
@@ -289,6 +293,11 @@ def agent_update(
                     approvals = [t for t in approvals if t in tools]
                 if tool_approvals is None:
                     policies = {k: v for k, v in (policies or {}).items() if k in tools}
+            if not manage and (
+                set(approvals) != set(agent.approval_tools or [])
+                or dict(policies or {}) != (agent.tool_approvals or {})
+            ):
+                raise scope_refused("manage")
             agent_tools_check(
                 builtin=agent.builtin,
                 enabled_tools=tools,

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from garden import egress, mcp_client
 from garden.credentials import CredentialError, api_key_encrypt
-from garden.errors import QuotaExceeded, ServiceError, not_found
+from garden.errors import QuotaExceeded, ServiceError, not_found, scope_refused
 from garden.models import Agent, McpServer
 from garden.quotas import quota_hold
 from garden.tools.mcp import server_headers
@@ -219,13 +219,22 @@ def mcp_server_update(
     headers: dict[str, str] | None = None,
     bearer_token: str | None = None,
     clear_headers: bool = False,
+    manage: bool = True,
 ) -> ServerChange:
     """Change the URL or the headers, then list again. A URL on another origin without new
     headers drops the stored ones (``headers_cleared``): a secret never follows a server
-    elsewhere. The name stays: it names the tools agents have enabled."""
+    elsewhere. The name stays: it names the tools agents have enabled. Without ``manage`` (a
+    token without that scope) a change that would replace or drop stored headers, or move the
+    server to another origin while an agent has an approval policy for one of its tools, is
+    refused (403 TOKEN_SCOPE) before anything is listed or written."""
     new_url = server.url if url is _UNCHANGED else _check_url(url)
     given = headers is not None or bool(bearer_token)
     moved = _origin(new_url) != _origin(server.url)
+    if not manage and (
+        (server.header_names and (given or moved or clear_headers))
+        or (moved and _has_policies(server))
+    ):
+        raise scope_refused("manage")
     if given:
         sent = _check_headers(headers, bearer_token)
     elif clear_headers or moved:
@@ -257,6 +266,15 @@ def mcp_server_update(
 
 def _gone() -> ServiceError:
     return not_found("MCP server")
+
+
+def _has_policies(server: McpServer) -> bool:
+    """Whether any of the owner's agents has an approval policy for one of the server's tools."""
+    prefix = f"{PREFIX}{server.name}."
+    policies = Agent.objects.filter(owner_id=server.owner_id).values_list(
+        "tool_approvals", flat=True
+    )
+    return any(name.startswith(prefix) for chosen in policies for name in chosen or {})
 
 
 def _forget_tools(server: McpServer, *, enabled: bool) -> None:

@@ -348,6 +348,10 @@ class DecisionInput(serializers.Serializer):
 
 
 class ApprovalDecideApi(APIView):
+    # An approved action runs with the arguments given here: a script deciding for its owner
+    # holds the one check on what its agents do.
+    token_scopes = {"POST": "manage"}
+
     @extend_schema(
         request=DecisionInput, responses={200: DecisionOutput, 409: ErrorOutput, **REFUSED}
     )

@@ -391,10 +391,14 @@ def test_the_account_test_never_shows_what_a_server_answered(api, owner, operato
 
 
 def _bearer(api, owner):
-    """A script's client for ``owner``: an access token, no session."""
+    """A script's client for ``owner``: an access token, no session (with ``manage``: a change
+    that drops the stored key needs it)."""
     from rest_framework.test import APIClient
 
-    made = api.post("/api/tokens", {"name": "script", "password": "pw-owner-123"}).json()
+    scopes = ["read", "write", "manage"]
+    made = api.post(
+        "/api/tokens", {"name": "script", "password": "pw-owner-123", "scopes": scopes}
+    ).json()
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {made['token']}")
     client.default_format = "json"

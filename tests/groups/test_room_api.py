@@ -217,7 +217,8 @@ def test_a_client_cannot_claim_telegrams_or_the_admins_surface(api, group, owner
     approval.refresh_from_db()
     assert approval.status == "pending"
     script = APIClient()
-    script.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(owner=owner, name='ci').secret}")
+    deciding = token_create(owner=owner, name="ci", scopes=["read", "write", "manage"])
+    script.credentials(HTTP_AUTHORIZATION=f"Bearer {deciding.secret}")
     decided = script.post(
         f"/api/approvals/{approval.pk}/decide",
         {"decision": "reject", "surface": "dashboard"},

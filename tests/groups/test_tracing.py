@@ -256,7 +256,9 @@ CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 def run_the_request(base: str, owner, group) -> GroupRequest:
     """Post the message and approve Ledger's file through the API, as a script would (an
     access token), and wait until the request has completed."""
-    token = token_create(owner=owner, name="tracing").secret
+    # Deciding an approval needs the manage scope.
+    scopes = ["read", "write", "manage"]
+    token = token_create(owner=owner, name="tracing", scopes=scopes).secret
     api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
     # A client's own trace context is not what the request joins (garden/telemetry.py).
     posted = api.post(
