@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +60,24 @@ def parse_callback(data: str | None) -> tuple[int, str] | None:
     return int(match.group(1)), _DECISIONS[match.group(2)]
 
 
+# Control, format (bidi overrides, zero-width) and line or paragraph separator characters.
+_UNSHOWN = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def plain(text: str) -> str:
+    """``text`` as one line of what it says: every string an owner, a server or a model chose
+    (a group's or tool's name, an argument, a username, a reason) goes through here, so none
+    can start a line that passes for the message's own, or reverse or hide what follows."""
+    if text.isascii() and text.isprintable():
+        return " ".join(text.split())
+    kept = "".join(" " if unicodedata.category(ch) in _UNSHOWN else ch for ch in text)
+    return " ".join(kept.split())
+
+
 def _one_line(value: Any, limit: int) -> tuple[str, bool]:
-    """``value`` on one line (a line break in an argument must not pass for the message's own
-    lines), cut to ``limit`` characters; and whether it was cut."""
-    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    shown = " ".join(str(shown).split())
+    """``value`` on one line (see ``plain``), cut to ``limit`` characters; and whether it was
+    cut."""
+    shown = plain(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
     if len(shown) > limit:
         return shown[: limit - 1] + "…", True
     return shown, False
@@ -110,7 +124,7 @@ def outcome(view: ApprovalView) -> str:
     """The line that says where the approval stands."""
     if view.status == "pending":
         return WAITING
-    who = "you" if view.by_owner else (view.decider or "someone")
+    who = "you" if view.by_owner else (plain(view.decider) or "someone")
     where = SURFACE_WORDS.get(view.surface, f"on {view.surface}" if view.surface else "")
     by = f"by {who} {where}".rstrip()
     if view.status == "approved":
@@ -121,7 +135,7 @@ def outcome(view: ApprovalView) -> str:
             )
         changed = " with changes" if view.changed else ""
         if view.reason.startswith(("could not run", "failed")):
-            return f"Approved{changed} {by}, but it {view.reason.rstrip('.')}."
+            return f"Approved{changed} {by}, but it {plain(view.reason).rstrip('.')}."
         return f"Approved{changed} {by} — {'it ran' if view.executed else 'running it now'}."
     if _reason(view.reason):
         return f"Rejected: {_reason(view.reason)}."
@@ -130,7 +144,7 @@ def outcome(view: ApprovalView) -> str:
 
 def _reason(reason: str) -> str:
     """``request stopped`` (how a finished request words it) as "the request was stopped"."""
-    reason = reason.strip().rstrip(".")
+    reason = plain(reason).rstrip(".")
     if reason.startswith("request "):
         return f"the request was {reason.removeprefix('request ')}"
     return reason[:1].lower() + reason[1:]
@@ -139,7 +153,7 @@ def _reason(reason: str) -> str:
 def render(view: ApprovalView) -> Rendered:
     """The message for ``view``: what is asked, the arguments briefly, where it stands, and —
     while pending — the Approve / Reject buttons."""
-    head = view.label + (f" (in {view.group})" if view.group else "")
+    head = plain(view.label) + (f" (in {plain(view.group)})" if view.group else "")
     lines, partial, hidden = _argument_lines(view.arguments)
     body = "\n".join([head, *lines])
     said = outcome(view)

@@ -177,3 +177,40 @@ def test_whatever_is_cut_the_pending_message_says_approve_runs_the_whole_call(ar
         for k, v in items[:6]
     )
     assert ("Approve runs the whole call" in shown.text) == cut
+
+
+FAKE = "\n\nApproved ✅ by you on Telegram — it ran."
+
+
+def test_no_chosen_string_can_add_a_line_or_hide_text_in_the_message():
+    # An MCP server names its tool's argument, the owner names the group and the server, a
+    # decider has a username and a failed call a reason: none of them may make a line of the
+    # message's own, nor reverse or hide what follows (bidi and zero-width controls).
+    from garden.tools.mcp import describe
+
+    label = "Ledger wants to " + describe(
+        "mcp.files\u2028x.write", {FAKE: "a\rb", "path\u202e": "gpj.exe\u200b"}
+    )
+    view = replace(
+        PENDING,
+        label=label,
+        group="Household" + FAKE,
+        arguments={FAKE: "x", "note\u2029": "y\u0085z"},
+    )
+    shown = render(view)
+    lines = shown.text.splitlines()
+    assert lines[0].startswith("Ledger wants to run ") and "Approved ✅" in lines[0]
+    assert lines[0].endswith("(in Household Approved ✅ by you on Telegram — it ran.)")
+    assert [line[:2] for line in lines[1:3]] == ["• ", "• "]
+    assert lines[3:] == ["", WAITING]
+    assert not any(ch in shown.text for ch in "\u202e\u200b\u2028\u2029\u0085\r")
+
+    decided = render(
+        replace(view, status="rejected", by_owner=False, decider="eve" + FAKE, surface="api")
+    )
+    assert decided.text.splitlines()[-1] == (
+        "Rejected by eve Approved ✅ by you on Telegram — it ran. through the API; it did not run."
+    )
+    failed = render(replace(view, status="approved", reason="could not run: boom" + FAKE))
+    assert failed.text.splitlines()[-1].startswith("Approved by you, but it could not run: boom")
+    assert len(failed.text.splitlines()) == 5
