@@ -280,12 +280,15 @@ check_egress_and_keys(globals())
 # for (unset: /metrics is 404). GARDEN_METRICS_DIR (or PROMETHEUS_MULTIPROC_DIR): a directory the
 # processes of one host (one container) share, so one scrape adds them all up. GARDEN_METRICS_PORT:
 # a worker also serves its host's samples on this port (on GARDEN_METRICS_ADDR), for a host with
-# no web process. GARDEN_METRICS_MAX_MODELS: distinct model names a process labels before
-# counting the rest as "other" (owners name models, so their number is bounded here).
+# no web process, and only on a loopback address unless GARDEN_METRICS_TOKEN is set.
+# GARDEN_METRICS_FAILURE_LIMIT: wrong bearers one client address may try within
+# GARDEN_METRICS_FAILURE_WINDOW_SECONDS (on /metrics and on the port together) before both answer
+# it 429 with Retry-After, the token not compared, until the window ends (0: no limit).
 GARDEN_METRICS_TOKEN = env.str("GARDEN_METRICS_TOKEN", default="")
 GARDEN_METRICS_DIR = env.str(
     "GARDEN_METRICS_DIR", default=env.str("PROMETHEUS_MULTIPROC_DIR", default="")
 )
 GARDEN_METRICS_PORT = env.int("GARDEN_METRICS_PORT", default=0)
 GARDEN_METRICS_ADDR = env.str("GARDEN_METRICS_ADDR", default="127.0.0.1")
-GARDEN_METRICS_MAX_MODELS = env.int("GARDEN_METRICS_MAX_MODELS", default=100)
+GARDEN_METRICS_FAILURE_LIMIT = env.int("GARDEN_METRICS_FAILURE_LIMIT", default=10)
+GARDEN_METRICS_FAILURE_WINDOW_SECONDS = env.int("GARDEN_METRICS_FAILURE_WINDOW_SECONDS", default=60)

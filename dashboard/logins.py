@@ -13,7 +13,6 @@ person until GARDEN_LOGIN_FAILURE_LIMIT failures were made with it."""
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import math
 import secrets
 import time
@@ -25,6 +24,8 @@ from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from garden.attempts import client_address, count_failure
+
 DEVICE_COOKIE = "garden_device"
 _DEVICE_SALT = "garden.logins.device"
 # The sign-in forms the slow-down stands in front of (the token password check is made by a
@@ -33,18 +34,9 @@ _SIGN_IN_PATHS = ("/dashboard/login/", "/admin/login/")
 
 
 def client_ip(request: HttpRequest) -> str | None:
-    """The address a failed sign-in is counted against. Behind the TLS proxy
-    (GARDEN_BEHIND_PROXY) every request comes from the proxy, so the address is the one the
-    proxy appended last to X-Forwarded-For (what it saw); a client can prepend anything to
-    that header, never append. Otherwise the connection's own address."""
-    if settings.GARDEN_BEHIND_PROXY:
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-        last = forwarded.rsplit(",", 1)[-1].strip()
-        try:
-            return str(ipaddress.ip_address(last))
-        except ValueError:
-            pass  # no address, or not one: count by the connection's
-    return request.META.get("REMOTE_ADDR") or None
+    """The address a failed sign-in is counted against (garden.attempts.client_address: the
+    one the TLS proxy saw behind it, else the connection's own)."""
+    return client_address(request.META)
 
 
 def _refusal(request: HttpRequest, code: str, message: str, username: str) -> HttpResponse:
@@ -109,13 +101,7 @@ def _window_seconds() -> int:
 
 
 def _count_up(key: str) -> int:
-    """One more in the counter at key (atomic in Redis); it lapses a window after it began."""
-    cache.add(key, 0, _window_seconds())
-    try:
-        return cache.incr(key)
-    except ValueError:  # lapsed between add and incr
-        cache.set(key, 1, _window_seconds())
-        return 1
+    return count_failure(key, window_seconds=_window_seconds())
 
 
 def slowed_for(username: str) -> int:

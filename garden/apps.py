@@ -29,13 +29,16 @@ class GardenConfig(AppConfig):
             signals,
         )
         from .event_schema import register_event_type
-        from .metrics import register_scrape_gauges
+        from .metrics import name_models_by, register_scrape_gauges
         from .payloads import MessageCreatedEvent
+        from .pricing import known_model
         from .tools import charts, files, mcp, memory, web  # noqa: F401  (each registers its tools)
 
         register_event_type("message.created", MessageCreatedEvent)
         # First of the scrape gauges: the pool is read before the others take a connection.
         register_scrape_gauges(db_release.pool_gauges)
+        # A model's metrics label is the name garden knows it by, or "other".
+        name_models_by(known_model)
         make_var_folders()
         register_encrypted_fields()
         # Every worker process, however started, beats while it runs (garden/heartbeat.py).

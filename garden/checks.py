@@ -259,3 +259,30 @@ def check_metrics_directory(app_configs: Any = None, **kwargs: Any) -> list[Warn
             id="garden.W007",
         )
     ]
+
+
+# As Django's own check of SECRET_KEY (security.W009): a secret too short, or of too few
+# distinct characters, to stand up to guessing.
+_METRICS_TOKEN_MIN_LENGTH = 32
+_METRICS_TOKEN_MIN_CHARACTERS = 5
+
+
+@register(Tags.security)
+def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """A GARDEN_METRICS_TOKEN set in production must be long and random: it is a bearer secret
+    anyone who reaches /metrics (or a worker's metrics port) may guess at."""
+    token = settings.GARDEN_METRICS_TOKEN
+    if settings.DEBUG or not token:
+        return []
+    if len(token) >= _METRICS_TOKEN_MIN_LENGTH and len(set(token)) >= _METRICS_TOKEN_MIN_CHARACTERS:
+        return []
+    return [
+        Warning(
+            f"GARDEN_METRICS_TOKEN is shorter than {_METRICS_TOKEN_MIN_LENGTH} characters or has "
+            f"fewer than {_METRICS_TOKEN_MIN_CHARACTERS} distinct ones: a guessable bearer "
+            "secret for the site's metrics.",
+            hint='Generate one with `python -c "import secrets; '
+            'print(secrets.token_urlsafe(32))"`.',
+            id="garden.W008",
+        )
+    ]

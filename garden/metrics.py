@@ -7,21 +7,19 @@ every recording function returns at its first line. With GARDEN_METRICS_DIR the 
 host write their samples to files there (garden/metrics_dir.py) and whichever serves them (the
 web's /metrics, a worker's GARDEN_METRICS_PORT: garden/metrics_exposition.py) adds them up.
 Labels are few-valued only: provider, model, purpose, outcome, state, kind; never an owner, a
-group, a request or free text.
+group, a request or free text. A model label is a model garden knows (``_model``), else "other".
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -182,22 +180,29 @@ class ScrapeGauges:
         yield errors
 
 
-# Label values: a model is named by an owner's account, so it is cut to a safe shape and, past
-# GARDEN_METRICS_MAX_MODELS distinct names in a process, counted as "other".
+# Label values: a model is named by an owner's account, and one owner could name thousands.
 _UNSAFE = re.compile(r"[^A-Za-z0-9._:/@+-]")
-_models: set[str] = set()
-_models_lock = threading.Lock()
+_known_model: Callable[..., str | None] | None = None
 
 
-def _model(name: str) -> str:
-    name = _UNSAFE.sub("_", name or "")[:80] or "none"
-    if name in _models:
-        return name
-    with _models_lock:
-        if len(_models) >= settings.GARDEN_METRICS_MAX_MODELS:
-            return "other"
-        _models.add(name)
-    return name
+def name_models_by(known: Callable[..., str | None]) -> None:
+    """``known(provider=, model=)`` answers the name garden knows a model by, or None
+    (garden.pricing.known_model: the operator's GARDEN_MODEL_PRICES and the price table's
+    models of the call's provider); registered by the garden app at start-up."""
+    global _known_model
+    _known_model = known
+
+
+def _model(provider: str, name: str) -> str:
+    """A model as a label: the name garden knows it by, else "other" ("none" when there is no
+    model). The label values are then a fixed set, the operator's and the installed price
+    table's, whatever owners name: no owner's junk names can take a label, so none can crowd
+    out the site's models either (a first-come cap of distinct names would let one owner fill
+    it)."""
+    if not name:
+        return "none"
+    known = _known_model(provider=provider, model=name) if _known_model else None
+    return _UNSAFE.sub("_", known)[:80] if known else "other"
 
 
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,48}")
@@ -225,7 +230,7 @@ def model_call(
 ) -> None:
     if not ENABLED:
         return
-    provider, model = _code(provider), _model(model)
+    provider, model = _code(provider), _model(provider, model)
     MODEL_CALLS.labels(provider, model, _code(purpose), _code(outcome)).observe(seconds)
     if input_tokens:
         TOKENS.labels(provider, model, "input").inc(input_tokens)
@@ -237,10 +242,11 @@ def model_cost(*, provider: str, model: str, usd: Decimal | float | None) -> Non
     """A replied call's cost; None: its model has no price (counted as unpriced)."""
     if not ENABLED:
         return
+    label = _model(provider, model)
     if usd is None:
-        UNPRICED.labels(_code(provider), _model(model)).inc()
+        UNPRICED.labels(_code(provider), label).inc()
     elif usd > 0:
-        COST.labels(_code(provider), _model(model)).inc(float(usd))
+        COST.labels(_code(provider), label).inc(float(usd))
 
 
 def slot_taken(kind: str) -> None:

@@ -172,6 +172,24 @@ def call_cost(
     return Decimal(calculation.total_price).quantize(PLACES, rounding=ROUND_HALF_EVEN)
 
 
+def known_model(*, provider: str, model: str) -> str | None:
+    """The name garden knows ``model`` by, for a call of ``provider`` (garden's kind), or None:
+    the operator's override's name (``GARDEN_MODEL_PRICES``), else the price table's id of the
+    model among ``provider``'s own (the table matches dated and versioned names to one id).
+    Owners name their accounts' models freely; what this answers is a fixed set, the
+    operator's and the installed table's, whatever owners name (the metrics' model labels)."""
+    name = model.strip().lower()
+    if not name or provider == SCRIPTED:
+        return None
+    prices = overrides()
+    if f"{provider}/{name}" in prices or name in prices:
+        return name
+    if provider not in _TABLE_PROVIDERS:
+        return None
+    entry = _table_entry(provider, name)
+    return entry[1].id if entry is not None else None
+
+
 def account_base_url(account: ModelAccount) -> str:
     """Where ``account``'s calls go: its own base URL, else its operator credential's, else
     the provider's default ("")."""

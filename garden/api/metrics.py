@@ -1,6 +1,7 @@
 """GET /metrics: this host's Prometheus samples (web and the workers sharing its
 GARDEN_METRICS_DIR) and the figures read from the database, for the bearer of
-GARDEN_METRICS_TOKEN alone. Unset, there is no such page."""
+GARDEN_METRICS_TOKEN alone (a client address that keeps guessing it is held off: 429).
+Unset, there is no such page."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from garden import metrics_exposition
+from garden.attempts import client_address
 
 
 @never_cache
@@ -17,13 +19,16 @@ from garden import metrics_exposition
 def metrics_view(request: HttpRequest) -> HttpResponse:
     if not settings.GARDEN_METRICS_TOKEN:
         raise Http404()
-    authorization = request.headers.get("Authorization")
-    if not authorization:
-        response = HttpResponse(status=401)
-        response["WWW-Authenticate"] = "Bearer"
+    refusal = metrics_exposition.bearer_refusal(
+        request.headers.get("Authorization"), address=client_address(request.META)
+    )
+    if refusal is not None:
+        response = HttpResponse(status=refusal.status)
+        if refusal.status == 401:
+            response["WWW-Authenticate"] = "Bearer"
+        if refusal.retry_after:
+            response["Retry-After"] = str(refusal.retry_after)
         return response
-    if not metrics_exposition.bearer_allowed(authorization):
-        return HttpResponse(status=403)
     return HttpResponse(
         metrics_exposition.exposition(), content_type=metrics_exposition.CONTENT_TYPE
     )

@@ -21,7 +21,7 @@ from garden.egress.deadline import clamp
 from garden.errors import QuotaExceeded
 from garden.models import Artifact, AttachmentData, McpServer
 from garden.providers.types import ToolSpec
-from garden.storage import storage_check
+from garden.storage import storage_hold
 from garden.tools import Tool, ToolContext, ToolOutcome, ToolSource, register_source
 from garden.tools.mcp_catalog import PREFIX, split_name, tool_name
 from garden.tools.mcp_operator import operator_servers, operator_servers_for, operator_tools
@@ -187,8 +187,9 @@ def mcp_call(
 
 
 def _keep_picture(ctx: ToolContext, server: str, tool: str, media_type: str, data: bytes) -> int:
-    """A picture a tool returned, as an artifact of the thread (the Canvas shows it)."""
-    storage_check(owner_id=ctx.owner_id, adding=len(data))
+    """A picture a tool returned, as an artifact of the thread (the Canvas shows it), written
+    and then held to the owner's storage under its quota lock: QuotaExceeded (STORAGE_FULL)
+    rolls it back. Runs outside any transaction, as every tool does, so the lock is last."""
     with transaction.atomic():
         artifact = Artifact.objects.create(
             owner_id=ctx.owner_id,
@@ -200,6 +201,7 @@ def _keep_picture(ctx: ToolContext, server: str, tool: str, media_type: str, dat
             size=len(data),
         )
         AttachmentData.objects.create(artifact=artifact, data=data)
+        storage_hold(owner_id=ctx.owner_id)
     return artifact.pk
 
 

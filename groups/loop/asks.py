@@ -8,7 +8,7 @@ from __future__ import annotations
 from garden.models import Agent, Message
 from garden.providers import ToolCall, ToolResult
 from garden.services.conversations import text_block
-from garden.tools import check_arguments, get_tool
+from garden.tools import call_refusal, get_tool
 from garden.transcript import block_to_json
 from groups.domain.outcomes import StepOutcome
 from groups.domain.routing import Contribution, queue_after_current
@@ -23,10 +23,11 @@ def tool_error(call: ToolCall, code: str, message: str) -> dict:
 
 def _target(room: Room, asker: Agent, call: ToolCall, *, not_a_member: str) -> Agent | dict:
     """The member a group.ask / group.request_help call names, or the named error to answer
-    the call with. Checked against the group's membership, from stored rows only."""
-    problem = check_arguments(get_tool(call.name), call.arguments)
-    if problem:
-        return tool_error(call, "INVALID_TOOL_ARGUMENTS", problem)
+    the call with (INVALID_TOOL_ARGUMENTS, or SCHEMA_TOO_SLOW past GARDEN_TOOL_SCHEMA_SECONDS).
+    Checked against the group's membership, from stored rows only."""
+    refused = call_refusal(get_tool(call.name), call.arguments)
+    if refused is not None:
+        return block_to_json(ToolResult(call_id=call.id, content=refused.content, is_error=True))
     target = room.by_handle(call.arguments["member"])
     if target is None or target.pk not in room.order or target.pk == asker.pk:
         return tool_error(call, "NOT_A_MEMBER", f"{call.arguments['member']!r} {not_a_member}")

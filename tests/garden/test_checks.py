@@ -17,6 +17,7 @@ from config.validation import check_egress_and_keys
 from garden import egress
 from garden.checks import check_shared_site
 from tests.garden.test_settings import ROOT
+from tests.support.processes import manage
 
 
 def _ids(settings, **values) -> dict[str, list[str]]:
@@ -213,15 +214,30 @@ def test_a_metrics_directory_that_cannot_be_used_is_named_and_nothing_stops(tmp_
             "GARDEN_METRICS_TOKEN": "scrape-secret",
         }
     )
-    out = subprocess.run(
-        [sys.executable, "manage.py", "check"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = manage(["check"], env)
 
     assert out.returncode == 0, out.stderr
     assert "garden.W007" in out.stderr + out.stdout
     assert "GARDEN_METRICS_DIR cannot be used" in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize(
+    "token, debug, named",
+    [
+        ("metrics-secret-of-31-characters", False, True),
+        ("a" * 40, False, True),  # long, but four distinct characters are guessable
+        ("ab" * 20, False, True),
+        ("4f1c9e0b7a2d4c6e8f0a1b3c5d7e9f1a", False, False),
+        ("", False, False),  # no token: no /metrics, nothing to guess
+        ("short", True, False),  # development
+    ],
+)
+def test_a_short_metrics_token_is_named_in_production(settings, token, debug, named):
+    from django.core.checks import run_checks
+
+    settings.DEBUG = debug
+    settings.GARDEN_METRICS_TOKEN = token
+    found = [w for w in run_checks() if w.id == "garden.W008"]
+    assert len(found) == named
+    if named:
+        assert "GARDEN_METRICS_TOKEN" in found[0].msg and token not in found[0].msg

@@ -27,6 +27,7 @@ from tests.garden.providers.httpserver import ScriptedServer, Stream
 from tests.groups.conftest import make_group
 from tests.groups.helpers import on_server, openai_stream
 from tests.support.databases import database_url
+from tests.support.processes import manage
 from tests.support.providers import openai_reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,3 +243,54 @@ def test_a_worker_on_a_host_without_web_serves_its_own_samples_on_its_port(setti
     assert total(found, "garden_worker_beats_total", outcome="ok") >= 1
     # The site's figures come from the web's /metrics alone, never once per worker.
     assert not any(name == "garden_workers_alive" for name, _ in found)
+
+
+_JUNK = 300
+_RECORD = f"""
+from garden import metrics, metrics_exposition
+for i in range({_JUNK}):
+    metrics.model_call(
+        provider="openai", model=f"junk-{{i}}", purpose="working", outcome="ok", seconds=0.1
+    )
+    metrics.model_cost(provider="openai", model=f"junk-{{i}}", usd=None)
+for provider, model in (
+    ("openai", "gpt-4o-2024-08-06"),
+    ("anthropic", "claude-3-haiku-20240307"),
+    ("openai", "House-Model"),
+):
+    metrics.model_call(provider=provider, model=model, purpose="working", outcome="ok", seconds=0.1)
+print(metrics_exposition.exposition(database=False).decode())
+"""
+
+
+def test_model_names_garden_does_not_know_share_one_label_and_never_crowd_out_known_ones(
+    tmp_path,
+):
+    """Owners name models (their accounts), so only the models garden knows — the price table's
+    models of the call's provider, the operator's GARDEN_MODEL_PRICES — get a label of their
+    own: hundreds of junk names recorded first all count as "other", and the known models
+    recorded after them still get theirs."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"DATABASE_URL", "REDIS_URL", "GARDEN_METRICS_DIR", "PROMETHEUS_MULTIPROC_DIR"}
+    }
+    env.update(
+        {
+            "GARDEN_VAR_DIR": str(tmp_path),
+            "GARDEN_METRICS_TOKEN": SECRET,
+            "GARDEN_MODEL_PRICES": json.dumps(
+                {"house-model": {"input_per_mtok": "0", "output_per_mtok": "0"}}
+            ),
+            "GARDEN_LOG_LEVEL": "ERROR",
+        }
+    )
+    out = manage(["shell", "--no-imports", "-c", _RECORD], env)
+    assert out.returncode == 0, out.stderr
+    found = samples(out.stdout)
+    calls = "garden_model_call_seconds_count"
+    labelled = {dict(labels)["model"] for name, labels in found if name == calls}
+    assert labelled == {"other", "gpt-4o", "claude-3-haiku", "house-model"}
+    assert total(found, calls, model="other") == _JUNK
+    unpriced = "garden_model_calls_unpriced_total"
+    assert {dict(labels)["model"] for name, labels in found if name == unpriced} == {"other"}

@@ -1,18 +1,25 @@
 """An owner's stored bytes (documents, notes, turns) measured and held to
 GARDEN_MAX_STORAGE_BYTES_PER_OWNER: a tool past it gets STORAGE_FULL as its error and writes
-nothing, a message 409; another owner is unaffected."""
+nothing, a message 409; another owner is unaffected; pictures an MCP tool returns, kept at
+once, never pass it together (PostgreSQL)."""
 
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connection, connections, transaction
 
 from garden.models import Artifact, Conversation, MemoryNote, Message
 from garden.services.agents import agent_builtins_ensure
 from garden.services.conversations import message_append, text_block
+from garden.services.mcp import mcp_server_create
 from garden.storage import storage_usage, turn_bytes
 from garden.tools import ToolContext, run_tool
+from tests.groups.helpers import png_bytes
+from tests.mcp_server import mcp_server
+from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -84,3 +91,50 @@ def test_a_one_to_one_message_past_the_limit_is_409_and_writes_nothing(api, owne
     assert response.json()["errors"][0]["field"] == "text"
     conversation.refresh_from_db()
     assert not Message.objects.exists() and conversation.stored_bytes == 0
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_pictures_kept_at_once_are_held_to_the_limit_under_the_owners_lock(owner, settings):
+    """Eight MCP calls each return a picture, three of which fit. Their writes are held at the
+    artifact table (a SHARE lock: reads pass, inserts wait) until all eight are waiting there,
+    so each has checked whatever it checks before writing; then they go at once."""
+    settings.GARDEN_EGRESS_ALLOW_MCP = ["127.0.0.1"]
+    size = len(png_bytes())
+    settings.GARDEN_MAX_STORAGE_BYTES_PER_OWNER = 3 * size + size // 2
+    ctx = ctx_for(owner)
+    outcomes, errors = [], []
+
+    def call() -> None:
+        try:
+            outcomes.append(run_tool(ctx, "mcp.tracker.picture", {}))
+        except Exception as exc:  # collected and asserted below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    with mcp_server() as server:
+        mcp_server_create(owner=owner, name="tracker", url=server.url)
+        threads = [threading.Thread(target=call) for _ in range(8)]
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {Artifact._meta.db_table} IN SHARE MODE")
+
+            def all_waiting() -> bool:
+                cursor.execute(
+                    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+                    [Artifact._meta.db_table],
+                )
+                return cursor.fetchone()[0] == len(threads)
+
+            for t in threads:
+                t.start()
+            wait_for(all_waiting)
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[:3]
+    kept = [o for o in outcomes if o.artifacts]
+    refused = [o for o in outcomes if not o.artifacts]
+    assert (len(kept), len(refused)) == (3, 5)
+    assert all("was not kept: STORAGE_FULL" in o.content for o in refused), refused[0].content
+    assert Artifact.objects.filter(owner=owner).count() == 3
+    assert storage_usage(owner_id=owner.pk).total == 3 * size

@@ -14,7 +14,7 @@ import pytest
 
 from garden import mcp_client
 from garden.errors import ServiceError
-from garden.models import Agent, McpServer
+from garden.models import Agent, McpServer, Message
 from garden.tools import call_refusal, get_tool
 from garden.tools.mcp_catalog import listed_as_json
 from groups.models import Approval
@@ -203,3 +203,73 @@ def test_changed_arguments_against_a_slow_schema_are_refused_with_a_named_code(
     assert refused.value.code == "SCHEMA_TOO_SLOW"
     approval.refresh_from_db()
     assert approval.status == "pending"  # nothing written
+
+
+def tool_results(request, handle: str) -> dict[str, str]:
+    """What each of ``handle``'s tool calls in ``request`` was answered, by tool name."""
+    names, answers = {}, {}
+    for message in Message.objects.filter(request=request, speaker_agent__handle=handle):
+        for block in message.content:
+            if block["type"] == "tool_call":
+                names[block["id"]] = block["name"]
+            elif block["type"] == "tool_result":
+                answers[block["call_id"]] = block["content"]
+    return {names[call_id]: content for call_id, content in answers.items()}
+
+
+@pytest.mark.django_db
+def test_a_members_calls_past_the_schema_budget_are_refused_by_name_and_the_request_goes_on(
+    group_factory, owner, settings
+):
+    settings.GARDEN_TOOL_SCHEMA_SECONDS = 1e-9  # group.request_help's own schema takes longer
+    help_call = {
+        "name": "group.request_help",
+        "arguments": {"member": "advisor", "request": "Check my plan."},
+    }
+    hostile_call = {"name": "mcp.evil.hostile", "arguments": {"x": 5}}
+    group = group_factory(
+        concierge_rules=[{"reply": "Concluded without a check."}],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Neither call could be checked."},
+                {"reply": {"tool_calls": [help_call, hostile_call]}},
+            ],
+            "advisor": [{"reply": "Plan checked."}],
+        },
+    )
+    stored(owner, {"hostile": nested_refs()})
+    ledger = Agent.objects.get(owner=owner, handle="ledger")
+    ledger.delegation_allowlist.add(Agent.objects.get(owner=owner, handle="advisor"))
+    Agent.objects.filter(pk=ledger.pk).update(enabled_tools=["mcp.evil.hostile"])
+    request = request_create(group=group, text="@ledger check the figures.")
+    with at_most(10):
+        drive(request, limit=40)
+    answered = tool_results(request, "ledger")
+    assert set(answered) == {"group.request_help", "mcp.evil.hostile"}, answered
+    assert all(a.startswith("SCHEMA_TOO_SLOW: ") for a in answered.values()), answered
+    assert request.state == "completed", request.outcome
+    spoke = Message.objects.filter(request=request, kind="turn", speaker_kind="agent")
+    assert "advisor" not in {m.speaker_agent.handle for m in spoke}  # never queued
+    assert "Neither call could be checked." in [m.text for m in spoke.filter(speaker_agent=ledger)]
+
+
+@pytest.mark.django_db
+def test_an_ask_past_the_schema_budget_is_refused_by_name_and_the_coordinator_goes_on(
+    group_factory, owner, settings
+):
+    settings.GARDEN_TOOL_SCHEMA_SECONDS = 1e-9
+    ask = {"name": "group.ask", "arguments": {"member": "ledger", "request": "Figures."}}
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "Concluded alone."},
+            {"reply": {"tool_calls": [ask]}},
+        ],
+        members={"ledger": [{"reply": "Figures."}]},
+    )
+    request = request_create(group=group, text="Go.")
+    with at_most(10):
+        drive(request, limit=40)
+    (answer,) = tool_results(request, "concierge").values()
+    assert answer.startswith("SCHEMA_TOO_SLOW: "), answer
+    assert request.state == "completed", request.outcome
+    assert not Message.objects.filter(request=request, speaker_agent__handle="ledger").exists()

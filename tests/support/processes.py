@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,4 +30,17 @@ def spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen:
         stderr=subprocess.STDOUT,
         text=True,
         preexec_fn=interruptible,
+    )
+
+
+def manage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``python manage.py *args`` run to its end from the checkout's root with ``env``, its
+    stdout and stderr kept apart as text."""
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
