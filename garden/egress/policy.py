@@ -5,6 +5,7 @@ URL an owner saves."""
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from django.conf import settings
 
 from garden.egress.deadline import clamp, current_owner
 from garden.egress.resolver import Resolver
+
+logger = logging.getLogger(__name__)
 
 Purpose = Literal["provider", "tool", "telegram", "mcp", "mcp_site", "webhook"]
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -36,8 +39,8 @@ _ULA = ipaddress.ip_network("fc00::/7")
 
 class EgressRefused(Exception):
     """An outbound request the policy refuses; nothing was sent. ``code`` names it;
-    ``destination`` says it was refused for where the host leads, and then ``message`` names
-    the address a name resolved to (which a caller may not want to show)."""
+    ``destination`` says it was refused for where the host leads. ``message`` never names the
+    address a *name* resolved to (the log does, for the operator)."""
 
     code = "EGRESS_REFUSED"
 
@@ -264,6 +267,7 @@ _NEVER_BY_NAME = (
     "an unspecified address",
     "a link-local address",
 )
+_NAME_NEVER = "a loopback, link-local or metadata address"
 
 
 def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
@@ -289,15 +293,26 @@ def check_host(host: str, port: int, purpose: Purpose) -> list[Address]:
             continue
         if named and reason not in _NEVER_BY_NAME:
             continue
-        shown = host if host == str(address) else f"{host} ({address})"
+        if host == str(address):
+            leads = f"{host} is {reason}"  # the owner wrote the address
+        else:
+            # What an internal name resolves to is the operator's to know, not the owner's.
+            logger.info(
+                "egress refused: %s resolved to %s, %s (%s)", host, address, reason, purpose
+            )
+            leads = (
+                f"{host} leads to {_NAME_NEVER}"
+                if named
+                else f"{host} leads to a loopback, private, link-local or metadata address"
+            )
         if named:
             raise EgressRefused(
-                f"{shown} is {reason}; the operator allows the name {host}, not that address "
+                f"{leads}; the operator allows the name {host}, not that address "
                 f"(an address is allowed only by naming it in {_setting_for(purpose)}).",
                 destination=True,
             )
         raise EgressRefused(
-            f"{shown} is {reason}; garden does not connect there unless the operator "
+            f"{leads}; garden does not connect there unless the operator "
             f"allows it ({_setting_for(purpose)}).",
             destination=True,
         )

@@ -205,7 +205,7 @@ def test_a_name_resolving_to_a_mixed_answer_is_refused_whole(settings, monkeypat
         ],
     )
     outcome = http_fetch(CTX, {"url": "http://mixed.test/"})
-    assert outcome.code == "EGRESS_REFUSED" and "10.0.0.1" in outcome.content
+    assert outcome.code == "EGRESS_REFUSED" and "mixed.test leads to" in outcome.content
     assert connects.to("10.0.0.1") == [] and connects.to("93.184.216.34") == []
 
 
@@ -486,3 +486,51 @@ def test_an_allowed_name_still_never_reaches_loopback_or_metadata(settings, monk
     answers["wiki.corp.example"] = "127.0.0.1"
     outcome = http_fetch(CTX, {"url": f"http://wiki.corp.example:{server.port}/"})
     assert outcome.content.endswith("hello from the inside"), outcome.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_refusal_shows_what_a_name_resolved_to(api, owner, settings, monkeypatch, server):
+    """What an internal name resolves to is not the owner's to learn: adding an MCP server, an
+    account's Test and a fetch each refuse a name that leads to loopback or a private address
+    by name and setting, never by the address (an allowed name included)."""
+    from tests.mcp_server import mcp_server
+
+    answers = {"vm.corp.test": "127.0.0.1", "db.corp.test": "10.11.12.13"}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in answers:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answers[host], port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    settings.GARDEN_EGRESS_ALLOW_MCP = ["allowed.corp.test"]
+    answers["allowed.corp.test"] = "127.0.0.2"
+    said = []
+    with mcp_server() as mcp:
+        for host in ("vm.corp.test", "db.corp.test", "allowed.corp.test"):
+            url = mcp.url.replace("127.0.0.1", host)
+            added = api.post("/api/mcp-servers", {"name": host.split(".")[0], "url": url})
+            assert added.status_code == 400 and added.json()["code"] == "EGRESS_REFUSED", added
+            said.append(added.json()["message"])
+        assert mcp.seen_headers == []
+    account = ModelAccount.objects.create(
+        owner=owner,
+        name="inside",
+        provider="openai",
+        model="m",
+        base_url=f"http://db.corp.test:{server.port}/v1",
+        timeout_seconds=5,
+    )
+    tested = api.post(f"/api/model-accounts/{account.pk}/test").json()
+    assert tested["ok"] is False and tested["code"] == "EGRESS_REFUSED"
+    said.append(tested["message"])
+    fetched = http_fetch(CTX, {"url": f"http://vm.corp.test:{server.port}/"})
+    assert fetched.code == "EGRESS_REFUSED"
+    said.append(fetched.content)
+    assert server.requests == []
+    for message in said:
+        assert not any(address in message for address in answers.values()), message
+        assert "GARDEN_EGRESS_ALLOW" in message, message
+    assert all(".corp.test" in message for message in said[:3] + said[4:])
+    assert "allows the name allowed.corp.test" in said[2]
