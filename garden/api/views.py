@@ -148,6 +148,7 @@ class AgentListCreateApi(APIView):
             approval_tools=v["approval_tools"],
             tool_approvals=v["tool_approvals"],
             delegation_allowlist=allow,
+            manage=has_scope(request, "manage"),
         )
         return Response(AgentOutput(agent).data, status=status.HTTP_201_CREATED)
 

@@ -197,9 +197,14 @@ def agent_create(
     approval_tools: list[str] | None = None,
     tool_approvals: dict[str, str] | None = None,
     delegation_allowlist: list[Agent] | None = None,
+    manage: bool = True,
 ) -> Agent:
     """Create an agent; the caller has validated ownership of ``model_account``. A handle
-    the owner has already is refused (HANDLE_TAKEN), a concurrent create's too."""
+    the owner has already is refused (HANDLE_TAKEN), a concurrent create's too. Without
+    ``manage`` no MCP tool's approval may be ``never``: an agent made to run a tool unasked
+    is an approval switched off (stricter rules than the default need only ``write``)."""
+    if not manage and "never" in (tool_approvals or {}).values():
+        raise scope_refused("manage")
     agent_tools_check(
         builtin="",
         enabled_tools=enabled_tools or [],

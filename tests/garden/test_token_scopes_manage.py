@@ -190,6 +190,46 @@ def test_an_mcp_tools_policy_and_the_servers_secrets_need_manage(api, owner, tra
     assert moved.json()["headers_cleared"] is True and rules(clerk)[2] == {}
 
 
+def test_a_write_token_makes_an_agent_only_with_approvals_at_least_as_strict_as_by_default(
+    owner, tracker
+):
+    """An agent made with a tool's approval off is an approval switched off: a write token may
+    make agents with built-in tools asking approval and MCP tools asking always or by their
+    annotations (the default), never one that runs a tool unasked."""
+    first, _second = tracker
+    made = bearer(owner, MANAGE).post(
+        "/api/mcp-servers", {"name": "tracker", "url": first.url}, format="json"
+    )
+    assert made.status_code == 201, made.content
+    tools = ["mcp.tracker.lookup", "mcp.tracker.delete_record", "file.write"]
+    script = bearer(owner)
+
+    def make(handle, **rules):
+        body = {"handle": handle, "name": handle.title(), "enabled_tools": tools, **rules}
+        return script.post("/api/agents", body, format="json")
+
+    assert_needs_manage(make("loose", tool_approvals={"mcp.tracker.delete_record": "never"}))
+    assert not Agent.objects.filter(handle="loose").exists()
+    strict = make(
+        "strict",
+        approval_tools=["file.write"],
+        tool_approvals={"mcp.tracker.lookup": "always", "mcp.tracker.delete_record": "annotations"},
+    )
+    assert strict.status_code == 201, strict.content
+    assert make("plain").status_code == 201
+    loose = bearer(owner, MANAGE).post(
+        "/api/agents",
+        {
+            "handle": "loose",
+            "name": "Loose",
+            "enabled_tools": tools,
+            "tool_approvals": {"mcp.tracker.delete_record": "never"},
+        },
+        format="json",
+    )
+    assert loose.status_code == 201, loose.content
+
+
 # --- model account keys ---------------------------------------------------------------------
 
 
