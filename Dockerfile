@@ -1,4 +1,5 @@
-FROM python:3.11-slim
+# An exact base: a rebuild gets the same Python; bump it here, deliberately.
+FROM python:3.11.11-slim-bookworm
 WORKDIR /app
 # The dependencies first, from pyproject.toml alone, so a change to the code reuses this layer.
 COPY pyproject.toml /app/

@@ -229,3 +229,92 @@ def test_the_dashboard_and_the_alerts_query_only_metrics_garden_exposes():
     assert bases - shown == set()
     guide = (ROOT / "docs" / "operations.md").read_text()
     assert [name for name in sorted(bases) if name not in guide] == []
+
+
+# Secrets, health, limits and stopping: what an operator needs before a deploy is routine.
+LONG_RUNNING = ("postgres", "redis", "web", "worker", "beat")
+_PINNED = re.compile(r"^[^:]+:v?\d+\.\d+(\.\d+)?([-.][a-z0-9.-]+)?$")
+
+
+def _dockerignore() -> list[str]:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_the_image_never_gets_the_operators_secrets_or_runtime_files():
+    ignored = _dockerignore()
+    for pattern in (".env", ".env.*", "var", "**/*.pem", "**/*.key"):
+        assert pattern in ignored, pattern
+    # an example of the file (no secrets in it) may still go in
+    assert ignored.index(".env.*") < ignored.index("!.env.example")
+
+
+def test_the_database_credentials_come_from_the_environment(compose):
+    services = compose["services"]
+    password = services["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert password.startswith("${POSTGRES_PASSWORD:?"), password
+    for name in GARDEN:
+        url = services[name]["environment"]["DATABASE_URL"]
+        assert url.startswith("postgres://garden:${POSTGRES_PASSWORD:?"), (name, url)
+        assert url.endswith("}@postgres:5432/garden"), (name, url)
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert "garden:garden@" not in text and "POSTGRES_PASSWORD: garden" not in text
+    assert "POSTGRES_PASSWORD" in (ROOT / "docs" / "operations.md").read_text()
+
+
+def test_every_long_running_service_has_a_healthcheck(compose):
+    services = compose["services"]
+    for name in LONG_RUNNING:
+        check = services[name].get("healthcheck")
+        assert check and check["test"], name
+        assert check["test"][0] in ("CMD", "CMD-SHELL"), name
+    web = " ".join(services["web"]["healthcheck"]["test"])
+    assert "http://127.0.0.1:8000/healthz" in web
+    worker = " ".join(services["worker"]["healthcheck"]["test"])
+    # $$: compose passes one $ on, so the shell in the container expands its own HOSTNAME
+    assert "inspect ping" in worker and "celery@$$HOSTNAME" in worker
+    assert "beat" in " ".join(services["beat"]["healthcheck"]["test"])
+
+
+def test_every_service_rotates_its_logs_and_has_limits(compose):
+    for name, service in compose["services"].items():
+        logging = service.get("logging")
+        assert logging and logging["driver"] == "json-file", name
+        assert logging["options"]["max-size"] and int(logging["options"]["max-file"]) >= 2, name
+        limits = service.get("deploy", {}).get("resources", {}).get("limits", {})
+        assert limits.get("memory") and limits.get("cpus"), name
+    # one anchor, shared: a change to the rotation changes it everywhere
+    assert "x-logging: &logging" in (ROOT / "docker-compose.yml").read_text()
+    assert len({str(service["logging"]) for service in compose["services"].values()}) == 1
+
+
+def test_every_image_is_pinned_to_an_exact_version(compose):
+    for name, service in compose["services"].items():
+        if "image" not in service:
+            continue
+        assert _PINNED.match(service["image"]), (name, service["image"])
+    base = next(
+        line.split()[1]
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith("FROM ")
+    )
+    assert re.match(r"^python:3\.\d+\.\d+-", base), base
+
+
+def _seconds(duration: str) -> float:
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([hms])", duration))
+
+
+def test_a_stopping_worker_has_time_to_finish_its_step(compose, settings):
+    services = compose["services"]
+    step = settings.GARDEN_MODEL_CALL_TIMEOUT + settings.GARDEN_TOOLS_SECONDS_PER_STEP
+    assert _seconds(services["worker"]["stop_grace_period"]) >= step
+    assert _seconds(services["web"]["stop_grace_period"]) > 10  # Docker's default
+    for name in ("web", "worker", "beat"):
+        # exec form: the process itself gets SIGTERM, no shell in between to swallow it
+        assert isinstance(services[name]["command"], list), name
+        assert services[name]["command"][0] != "sh", name
+        assert services[name]["init"] is True, name
+    assert "stop_grace_period" in (ROOT / "docs" / "operations.md").read_text()
+    assert "terminationGracePeriodSeconds" in (ROOT / "docs" / "operations.md").read_text()
