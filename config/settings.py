@@ -54,9 +54,15 @@ INSTALLED_APPS = [
     "dashboard",
 ]
 
+# How long each /readyz check (database, Redis, broker, migrations) may take.
+GARDEN_PROBE_TIMEOUT_SECONDS = env.float("GARDEN_PROBE_TIMEOUT_SECONDS", default=2.0)
+
 MIDDLEWARE = [
     # First: hands the view thread's database connections back (garden/db_release.py).
     "garden.db_release.DbReleaseMiddleware",
+    # /healthz and /readyz, answered before the Host check and the HTTPS redirect, so probes
+    # and scrapes reach them by pod IP over plain HTTP (garden/probes.py).
+    "garden.probes.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

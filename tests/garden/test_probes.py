@@ -1,0 +1,89 @@
+"""/healthz and /readyz answer by pod IP over plain HTTP under production settings, while every
+other path still refuses that Host; /readyz names the check that fails (an unreachable
+database or Redis, each a closed loopback port) and holds no database connection after."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+from tests.mcp_server import free_port
+
+POD = "10.1.2.3:8000"
+PRODUCTION_LIKE = override_settings(
+    DEBUG=False, ALLOWED_HOSTS=["garden.example"], SECURE_SSL_REDIRECT=True
+)
+
+
+@pytest.fixture
+def production(settings):
+    with PRODUCTION_LIKE:
+        yield
+
+
+def test_healthz_answers_by_pod_ip(client, production):
+    response = client.get("/healthz", HTTP_HOST=POD)
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+    assert "no-cache" in response["Cache-Control"]
+    assert client.head("/healthz", HTTP_HOST=POD).status_code == 200
+    assert client.post("/healthz", HTTP_HOST=POD).status_code == 405
+
+
+@pytest.mark.django_db
+def test_readyz_answers_by_pod_ip(client, production):
+    response = client.get("/readyz", HTTP_HOST=POD)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "ready"
+    assert set(body["checks"].values()) == {"ok"}
+    assert {"database", "migrations"} <= set(body["checks"])
+    assert "set-cookie" not in {key.lower() for key in response.headers}
+
+
+@pytest.mark.django_db
+def test_other_paths_still_refuse_the_pod_ip(client, production):
+    assert client.get("/api/groups", HTTP_HOST=POD).status_code == 400
+    assert client.get("/healthz/", HTTP_HOST=POD).status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readyz_holds_no_database_connection(client):
+    assert client.get("/readyz").status_code == 200
+    assert connections["default"].connection is None
+
+
+@pytest.fixture
+def unreachable_database():
+    """New connections to "default" go to a closed loopback port (or an unopenable file)."""
+    original = connections.settings["default"]
+    if original["ENGINE"] == "django.db.backends.postgresql":
+        broken = {**original, "HOST": "127.0.0.1", "PORT": str(free_port())}
+    else:
+        broken = {**original, "NAME": "/nonexistent-dir/garden.sqlite3"}
+    connections.settings["default"] = broken
+    try:
+        yield
+    finally:
+        connections.settings["default"] = original
+
+
+@pytest.mark.django_db
+def test_readyz_names_an_unreachable_database(client, production, unreachable_database):
+    response = client.get("/readyz", HTTP_HOST=POD)
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "unready"
+    assert body["checks"]["database"] == "error"
+    assert "Traceback" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_readyz_names_an_unreachable_redis(client, production):
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"):
+        response = client.get("/readyz", HTTP_HOST=POD)
+    assert response.status_code == 503
+    checks = response.json()["checks"]
+    assert checks["redis"] == "error"
+    assert checks["database"] == "ok"
