@@ -4,13 +4,20 @@ database or Redis, each a closed loopback port) and holds no database connection
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+
+import httpx
 import pytest
 from django.db import connections
 from django.test import override_settings
 
+from tests.garden import test_web_connections as served
 from tests.mcp_server import free_port
 
 POD = "10.1.2.3:8000"
+# The served web's environment: this test database, production mode (see that module).
+web_env = served.web_env
 PRODUCTION_LIKE = override_settings(
     DEBUG=False, ALLOWED_HOSTS=["garden.example"], SECURE_SSL_REDIRECT=True
 )
@@ -87,3 +94,27 @@ def test_readyz_names_an_unreachable_redis(client, production):
     checks = response.json()["checks"]
     assert checks["redis"] == "error"
     assert checks["database"] == "ok"
+
+
+@pytest.fixture
+def production_daphne(web_env) -> Iterator[str]:
+    """Real daphne serving config.asgi in production mode, HTTPS on, one allowed host."""
+    if connections["default"].vendor != "postgresql":
+        pytest.skip("the served database is PostgreSQL's test database")
+    env = {**web_env, "GARDEN_HTTPS": "1", "DJANGO_ALLOWED_HOSTS": "garden.example"}
+    port = free_port()
+    command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    proc = served.start([*command, "config.asgi:application"], env, port)
+    yield f"http://127.0.0.1:{port}"
+    print(served.stop(proc))  # shown when the test fails
+
+
+def test_daphne_answers_probes_by_pod_ip(production_daphne):
+    # Only the Host header names the pod; the connection is to loopback.
+    pod = {"Host": POD}
+    assert httpx.get(f"{production_daphne}/healthz", headers=pod).json() == {"status": "ok"}
+    ready = httpx.get(f"{production_daphne}/readyz", headers=pod, timeout=10)
+    assert ready.status_code == 200, ready.text
+    assert httpx.get(f"{production_daphne}/api/groups", headers=pod).status_code == 400
+    allowed = {"Host": "garden.example"}
+    assert httpx.get(f"{production_daphne}/api/groups", headers=allowed).status_code == 301
