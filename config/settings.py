@@ -99,6 +99,8 @@ TEMPLATES = [
 # --- database -------------------------------------------------------------------------------
 
 DATABASE_URL = env.str("DATABASE_URL", default="")
+GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS = env.int("GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS", default=30)
+GARDEN_DB_TRANSACTION_POOLER = env.bool("GARDEN_DB_TRANSACTION_POOLER", default=False)
 if DATABASE_URL:
     DATABASES = {"default": env.db_url_config(DATABASE_URL)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
@@ -106,8 +108,18 @@ if DATABASE_URL:
         # or a tool's I/O), so one left open this long belongs to a process that stopped
         # (a paused VM, SIGSTOP): PostgreSQL ends its session, and the row locks it held no
         # longer stall every step that needs them.
-        _idle = env.int("GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS", default=30)
-        _connect = {"options": f"-c idle_in_transaction_session_timeout={_idle * 1000}"}
+        _idle = GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS
+        # Behind a pooler in transaction mode (PgBouncer, RDS Proxy, Supabase's, Azure's), a
+        # session is not the client's: no startup options (PgBouncer refuses the connection),
+        # no server-side cursors (.iterator() would open one in a transaction the next query
+        # may not share) and no prepared statements. The idle timeout is then the role's or the
+        # database's (ALTER ROLE … SET idle_in_transaction_session_timeout), and the pooler's
+        # idle_transaction_timeout; garden.W009 says when the server's is off or longer.
+        if GARDEN_DB_TRANSACTION_POOLER:
+            _connect = {"prepare_threshold": None}
+            DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+        else:
+            _connect = {"options": f"-c idle_in_transaction_session_timeout={_idle * 1000}"}
         DATABASES["default"]["OPTIONS"] = dict(_connect)
         _pool_max = env.int("GARDEN_DB_POOL_MAX", default=0)
         if _pool_max:

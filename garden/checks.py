@@ -286,3 +286,38 @@ def check_metrics_token(app_configs: Any = None, **kwargs: Any) -> list[Warning]
             id="garden.W008",
         )
     ]
+
+
+@register(Tags.database)
+def check_idle_in_transaction_timeout(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[Warning]:
+    """Behind a transaction pooler garden cannot set the server's idle-in-transaction timeout
+    per connection: the role or the database must (run with ``migrate`` and
+    ``check --database default``)."""
+    if not settings.GARDEN_DB_TRANSACTION_POOLER or "default" not in (databases or ()):
+        return []
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT setting::bigint FROM pg_settings "
+            "WHERE name = 'idle_in_transaction_session_timeout'"
+        )
+        (milliseconds,) = cursor.fetchone()
+    wanted = settings.GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS
+    if milliseconds and milliseconds <= wanted * 1000:
+        return []
+    said = "off" if not milliseconds else f"{milliseconds / 1000:g} s"
+    return [
+        Warning(
+            f"The database's idle_in_transaction_session_timeout is {said}; behind a transaction "
+            "pooler (GARDEN_DB_TRANSACTION_POOLER) garden cannot set it per connection, so a "
+            "stopped process's row locks would stall every step that needs them.",
+            hint=f"ALTER ROLE <garden's role> SET idle_in_transaction_session_timeout = "
+            f"'{wanted}s'; and set PgBouncer's idle_transaction_timeout = {wanted}.",
+            id="garden.W009",
+        )
+    ]
