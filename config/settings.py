@@ -56,6 +56,9 @@ INSTALLED_APPS = [
 
 # How long each /readyz check (database, Redis, broker, migrations) may take.
 GARDEN_PROBE_TIMEOUT_SECONDS = env.float("GARDEN_PROBE_TIMEOUT_SECONDS", default=2.0)
+# /readyz asks no credentials: its checks run at most once per this many seconds per process,
+# and every probe meanwhile is answered from the last ones (a flood opens no connections).
+GARDEN_PROBE_CACHE_SECONDS = env.float("GARDEN_PROBE_CACHE_SECONDS", default=1.0)
 
 MIDDLEWARE = [
     # First: hands the view thread's database connections back (garden/db_release.py).

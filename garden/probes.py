@@ -10,6 +10,7 @@ holds a connection after answering. A failing check is named by a short code, ne
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,9 @@ EMBEDDED_BROKER = "garden.broker:Transport"
 
 # Once every migration is applied it stays so for this process's code: checked once.
 _migrations_applied = False
+# The last checks' codes and when they ended; one probe at a time runs them.
+_last: tuple[float, dict[str, str]] | None = None
+_checking = threading.Lock()
 
 
 def _check_database() -> str:
@@ -117,13 +121,25 @@ def readiness() -> dict[str, str]:
         pool.shutdown(wait=False)
 
 
+def recent_readiness() -> dict[str, str]:
+    """``readiness()``, run at most once per GARDEN_PROBE_CACHE_SECONDS in this process: a
+    probe meanwhile, or one that waited while another ran them, gets those codes."""
+    global _last
+    with _checking:
+        if _last is not None and time.monotonic() - _last[0] < settings.GARDEN_PROBE_CACHE_SECONDS:
+            return _last[1]
+        results = readiness()
+        _last = (time.monotonic(), results)
+        return results
+
+
 def _answer(request: HttpRequest) -> HttpResponse:
     if request.method not in ("GET", "HEAD"):
         response = HttpResponseNotAllowed(["GET", "HEAD"])
     elif request.path_info == HEALTH_PATH:
         response = JsonResponse({"status": "ok"})
     else:
-        checks = readiness()
+        checks = recent_readiness()
         ready = all(code == "ok" for code in checks.values())
         response = JsonResponse(
             {"status": "ready" if ready else "unready", "checks": checks},

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from django.db import connections
+from django.db.backends.signals import connection_created
 from django.test import override_settings
 
+from garden import probes
 from tests.garden import test_web_connections as served
 from tests.mcp_server import free_port
 
@@ -27,6 +30,39 @@ PRODUCTION_LIKE = override_settings(
 def production(settings):
     with PRODUCTION_LIKE:
         yield
+
+
+@pytest.fixture(autouse=True)
+def fresh_checks(settings):
+    """Each probe of these tests runs its checks (the flood test sets its own window), with
+    time for a loaded machine's (a closed port fails at once all the same)."""
+    settings.GARDEN_PROBE_CACHE_SECONDS = 0
+    settings.GARDEN_PROBE_TIMEOUT_SECONDS = 10
+    probes._last = None  # the answers another test's settings gave
+    yield
+    probes._last = None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flood_of_readiness_probes_runs_the_checks_once_a_window(client, settings):
+    """/readyz asks nothing of its caller: 30 probes, 10 at a time, run the checks once (two
+    database connections, the database's and the migrations' checks), not 30 times."""
+    settings.GARDEN_PROBE_CACHE_SECONDS = 60
+    opened = []
+
+    def count(sender, connection, **kwargs):
+        opened.append(connection.alias)
+
+    connection_created.connect(count)
+    try:
+        with ThreadPoolExecutor(10) as pool:
+            codes = list(pool.map(lambda _: client.get("/readyz"), range(30)))
+        said = codes[0].json()
+        codes = [c.status_code for c in codes]
+    finally:
+        connection_created.disconnect(count)
+    assert codes == [200] * 30, said
+    assert opened.count("default") <= 2
 
 
 def test_healthz_answers_by_pod_ip(client, production):
