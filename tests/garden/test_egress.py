@@ -29,6 +29,15 @@ from tests.support.providers import openai_reply
 
 CTX = ToolContext(owner_id=1, agent_id=1, conversation_id=1)
 
+
+def saved_account(owner, base_url: str, name: str = "old") -> ModelAccount:
+    """An OpenAI account at ``base_url`` saved as a row, past the checks of saving (one made
+    before the policy existed, or while the operator allowed it): each call checks again."""
+    return ModelAccount.objects.create(
+        owner=owner, name=name, provider="openai", model="m", base_url=base_url, timeout_seconds=5
+    )
+
+
 REFUSED = [
     "http://127.0.0.1:{port}/",
     "http://localhost:{port}/",
@@ -379,14 +388,7 @@ def test_a_model_call_to_a_loopback_base_url_is_refused_without_a_connection(
     owner, connects, server
 ):
     # A row saved before the policy existed (or while the operator allowed it).
-    account = ModelAccount.objects.create(
-        owner=owner,
-        name="old",
-        provider="openai",
-        model="m",
-        base_url=f"{server.url}/v1",
-        timeout_seconds=5,
-    )
+    account = saved_account(owner, f"{server.url}/v1")
     reply = answered_by(owner, account)
     assert reply.kind == "notice" and "EGRESS_REFUSED" in reply.text
     assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
@@ -431,14 +433,7 @@ def test_a_provider_that_never_finishes_is_cut_at_the_accounts_timeout(owner, se
 def test_the_account_test_names_the_refusal_and_the_success(
     api, owner, server, settings, stranger, connects
 ):
-    forced = ModelAccount.objects.create(
-        owner=owner,
-        name="old",
-        provider="openai",
-        model="m",
-        base_url=f"{server.url}/v1",
-        timeout_seconds=5,
-    )
+    forced = saved_account(owner, f"{server.url}/v1")
     refused = api.post(f"/api/model-accounts/{forced.pk}/test").json()
     assert refused["ok"] is False and refused["code"] == "EGRESS_REFUSED"
     assert server.requests == [] and connects.to("127.0.0.1", server.port) == []
@@ -514,14 +509,7 @@ def test_no_refusal_shows_what_a_name_resolved_to(api, owner, settings, monkeypa
             assert added.status_code == 400 and added.json()["code"] == "EGRESS_REFUSED", added
             said.append(added.json()["message"])
         assert mcp.seen_headers == []
-    account = ModelAccount.objects.create(
-        owner=owner,
-        name="inside",
-        provider="openai",
-        model="m",
-        base_url=f"http://db.corp.test:{server.port}/v1",
-        timeout_seconds=5,
-    )
+    account = saved_account(owner, f"http://db.corp.test:{server.port}/v1", name="inside")
     tested = api.post(f"/api/model-accounts/{account.pk}/test").json()
     assert tested["ok"] is False and tested["code"] == "EGRESS_REFUSED"
     said.append(tested["message"])
