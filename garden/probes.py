@@ -122,15 +122,24 @@ def readiness() -> dict[str, str]:
 
 
 def recent_readiness() -> dict[str, str]:
-    """``readiness()``, run at most once per GARDEN_PROBE_CACHE_SECONDS in this process: a
-    probe meanwhile, or one that waited while another ran them, gets those codes."""
+    """``readiness()``, run at most once per GARDEN_PROBE_CACHE_SECONDS in this process. A probe
+    meanwhile gets the last codes; so does one that comes while another runs the checks (it
+    does not wait, holding a web thread, behind a slow database), unless there are none yet."""
     global _last
-    with _checking:
-        if _last is not None and time.monotonic() - _last[0] < settings.GARDEN_PROBE_CACHE_SECONDS:
-            return _last[1]
+    last = _last
+    if last is not None and time.monotonic() - last[0] < settings.GARDEN_PROBE_CACHE_SECONDS:
+        return last[1]
+    if not _checking.acquire(blocking=last is None):
+        return last[1]
+    try:
+        last = _last
+        if last is not None and time.monotonic() - last[0] < settings.GARDEN_PROBE_CACHE_SECONDS:
+            return last[1]  # another probe ran them while this one waited
         results = readiness()
         _last = (time.monotonic(), results)
         return results
+    finally:
+        _checking.release()
 
 
 def _answer(request: HttpRequest) -> HttpResponse:
