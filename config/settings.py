@@ -239,7 +239,14 @@ GARDEN_STEP_CONTINUE_SECONDS = min(
 )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = False
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's DatabaseScheduler that sends only while it holds the beat lease, so one
+# beat sends the schedule however many run (garden/beat.py). A beat that dies holds the lease
+# for GARDEN_BEAT_LEASE_SECONDS at most; each beat asks for it every GARDEN_BEAT_RENEW_SECONDS.
+CELERY_BEAT_SCHEDULER = "garden.beat:LeasedScheduler"
+GARDEN_BEAT_LEASE_SECONDS = env.float("GARDEN_BEAT_LEASE_SECONDS", default=30.0)
+GARDEN_BEAT_RENEW_SECONDS = env.float(
+    "GARDEN_BEAT_RENEW_SECONDS", default=GARDEN_BEAT_LEASE_SECONDS / 3
+)
 # Installed into django-celery-beat's tables when beat starts; editable in the admin.
 CELERY_BEAT_SCHEDULE = {
     "groups: sweep stranded requests": {"task": "groups.sweep_requests", "schedule": 60.0},

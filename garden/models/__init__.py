@@ -1,7 +1,8 @@
 """garden's core rows: model accounts, agents, conversations, messages and artifacts, the
-workers' beats, personal access tokens and owners' token budgets."""
+workers' beats, the beat's lease, personal access tokens and owners' token budgets."""
 
 from garden.models.agents import Agent, ModelAccount
+from garden.models.beat import BeatLease
 from garden.models.budgets import TokenBudget
 from garden.models.conversations import Conversation, Message
 from garden.models.mcp import McpServer
@@ -15,6 +16,7 @@ __all__ = [
     "Agent",
     "Artifact",
     "AttachmentData",
+    "BeatLease",
     "Conversation",
     "Goal",
     "McpServer",

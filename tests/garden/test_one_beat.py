@@ -1,0 +1,176 @@
+"""One beat sends the schedule, however many run (garden/beat.py): real ``celery -A config beat``
+processes on one site, an entry due every second on a queue of its own that no worker reads,
+and the messages on the broker counted by the process that sent them (a message's ``origin``
+header names it). Two beats: every message from one of them. The sender SIGKILLed: the other
+takes over once the lease lapses. The sender stopped warm (a rolling update): the next beat
+takes over at its next ask."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from garden.beat import LEASE_NAME, lease_release, lease_take
+from garden.models import BeatLease
+from garden.redis_conn import redis_client
+from tests.support.databases import database_url
+from tests.support.processes import ROOT, interruptible
+from tests.support.workers import wait_for
+
+QUEUE = "garden-beat-probe"
+LEASE, RENEW = 4.0, 1.0
+
+
+def senders() -> list[str]:
+    """The ``origin`` of every message on the probe's queue, oldest first."""
+    if settings.REDIS_URL:
+        raw = reversed(redis_client().lrange(QUEUE, 0, -1))  # LPUSHed: newest first
+    else:
+        folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
+        raw = (path.read_bytes() for path in sorted(folder.glob(f"*.{QUEUE}.msg")))
+    return [json.loads(message)["headers"]["origin"] for message in raw]
+
+
+def origin(proc: subprocess.Popen) -> str:
+    """How celery names a process that sends a task: gen<pid>@<host>."""
+    return f"gen{proc.pid}@"
+
+
+def sent_by(names: list[str], proc: subprocess.Popen) -> int:
+    return sum(name.startswith(origin(proc)) for name in names)
+
+
+@pytest.fixture
+def probe():
+    """The entry: a task name no worker needs, every second, on a queue of its own."""
+    if settings.REDIS_URL:
+        redis_client().delete(QUEUE)
+    every = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.create(
+        name="one beat probe", task="garden.beat_probe", interval=every, queue=QUEUE
+    )
+    yield
+    if settings.REDIS_URL:
+        redis_client().delete(QUEUE)
+
+
+@pytest.fixture
+def beats(tmp_path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "GARDEN_BEAT_LEASE_SECONDS": str(LEASE),
+        "GARDEN_BEAT_RENEW_SECONDS": str(RENEW),
+        "GARDEN_LOG_LEVEL": "INFO",
+    }
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        n = len(started)
+        log = open(tmp_path / f"beat-{n}.log", "wb")
+        files = (f"--pidfile={tmp_path / f'beat-{n}.pid'}", f"-s={tmp_path / f'beat-{n}'}")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "--loglevel=info", *files],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=interruptible,
+        )
+        log.close()
+        started.append(proc)
+        return proc
+
+    connections.close_all()
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def holder_pid() -> int | None:
+    holder = BeatLease.objects.filter(name=LEASE_NAME).values_list("holder", flat=True).first()
+    return int(holder.split(":")[1]) if holder else None
+
+
+def stop(proc: subprocess.Popen, sig: signal.Signals) -> None:
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(180)
+def test_two_beats_send_each_entry_once_and_the_other_takes_over(beats, probe):
+    first, second = beats(), beats()
+
+    # Several periods sent, every one by the same beat: the other sent nothing.
+    def six_periods_sent():
+        return len(found := senders()) >= 6 and found
+
+    names = wait_for(six_periods_sent, timeout=60, interval=0.2)
+    by = {proc: sent_by(names, proc) for proc in (first, second)}
+    assert sum(by.values()) == len(names), names
+    holder, standby = (first, second) if by[first] else (second, first)
+    assert by[standby] == 0 and by[holder] == len(names), names
+    assert holder_pid() == holder.pid
+
+    # The holder dies: nothing releases the lease; the other takes it once it lapses and sends.
+    stop(holder, signal.SIGKILL)
+    before = len(senders())
+
+    # A generous bound: the lease, an ask, a period, and slack for a loaded machine.
+    def the_standby_sends():
+        return sent_by(senders()[before:], standby)
+
+    wait_for(the_standby_sends, timeout=LEASE + RENEW + 20, interval=0.2)
+    after = senders()[before:]
+    assert sent_by(after, standby) == len(after), after
+    assert holder_pid() == standby.pid
+
+    # A rolling update: a new beat starts, the holder stops warm and gives the lease up, and
+    # the new one sends from its next ask on.
+    new = beats()
+    stop(standby, signal.SIGTERM)
+    assert holder_pid() is None  # released on shutdown
+    before = len(senders())
+
+    def the_new_beat_sends():
+        return sent_by(senders()[before:], new)
+
+    wait_for(the_new_beat_sends, timeout=RENEW + 20, interval=0.2)
+    after = senders()[before:]
+    assert sent_by(after, new) == len(after), after
+
+    stop(new, signal.SIGTERM)
+    assert holder_pid() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lease_is_held_by_one_until_it_lapses_or_is_given_up():
+    assert lease_take(holder="a", seconds=30)
+    assert not lease_take(holder="b", seconds=30)
+    assert lease_take(holder="a", seconds=30)  # renewed
+    lease = BeatLease.objects.get(name=LEASE_NAME)
+    assert lease.holder == "a" and lease.expires_at > lease.ticked_at
+
+    BeatLease.objects.filter(name=LEASE_NAME).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )  # a lapses (its beat died)
+    assert lease_take(holder="b", seconds=30)
+    assert not lease_take(holder="a", seconds=30)
+    assert not lease_release(holder="a")
+    assert lease_release(holder="b")
+    assert lease_take(holder="a", seconds=30)  # given up: taken at once
+    assert BeatLease.objects.count() == 1
