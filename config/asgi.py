@@ -4,10 +4,11 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-from garden import telemetry
+from garden import log_format, telemetry
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Before the application is built: the Django instrumentation adds its middleware.
+log_format.set_role(log_format.WEB)
 telemetry.setup_tracing(telemetry.SERVICE_WEB)
 django_asgi_app = get_asgi_application()
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from django.core.exceptions import ImproperlyConfigured
+
 # The checkout's folder and the environment's name are settings too (settings.BASE_DIR).
 from config.env import BASE_DIR as BASE_DIR
 from config.env import GARDEN_ENV as GARDEN_ENV
@@ -63,6 +65,9 @@ GARDEN_PROBE_CACHE_SECONDS = env.float("GARDEN_PROBE_CACHE_SECONDS", default=1.0
 MIDDLEWARE = [
     # First: hands the view thread's database connections back (garden/db_release.py).
     "garden.db_release.DbReleaseMiddleware",
+    # Every response, a probe's and an error's too, says its X-Request-ID; every log line and
+    # task sent while serving it carries the id; one access line each (garden/request_ids.py).
+    "garden.request_ids.RequestIdMiddleware",
     # /healthz and /readyz, answered before the Host check and the HTTPS redirect, so probes
     # and scrapes reach them by pod IP over plain HTTP (garden/probes.py).
     "garden.probes.ProbeMiddleware",
@@ -367,6 +372,15 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# ``text`` (time, level, logger, context, message) or ``json`` (one object a line); every
+# line carries the process's role, the request id, and the trace and span ids while a span is
+# current (garden/log_format.py). Celery's own handlers get the same (config/celery.py).
+GARDEN_LOG_FORMAT = env.str("GARDEN_LOG_FORMAT", default="text").strip().lower()
+if GARDEN_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"GARDEN_LOG_FORMAT is text or json, not {GARDEN_LOG_FORMAT!r}")
+# One line per HTTP request on the garden.access logger, at INFO whatever GARDEN_LOG_LEVEL is
+# (garden/request_ids.py).
+GARDEN_ACCESS_LOG = env.bool("GARDEN_ACCESS_LOG", default=True)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -378,8 +392,25 @@ LOGGING = {
             "()": "garden.logs.RepeatFilter",
             "limit": env.int("GARDEN_LOG_REPEAT_LIMIT", default=20),
             "window": 60.0,
+        },
+        "context": {"()": "garden.log_format.ContextFilter"},
+    },
+    "formatters": {"garden": {"()": "garden.log_format.formatter", "name": GARDEN_LOG_FORMAT}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["repeats", "context"],
+            "formatter": "garden",
         }
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["repeats"]}},
+    "loggers": {
+        "garden.access": {"level": "INFO" if GARDEN_ACCESS_LOG else "WARNING"},
+        # Django's own handlers (a plain console while DEBUG, runserver's lines) give way to
+        # the console's lines: one format on stderr.
+        "django": {"handlers": []},
+        "django.server": {"handlers": ["console"], "propagate": False},
+    },
     "root": {"handlers": ["console"], "level": env.str("GARDEN_LOG_LEVEL", default="WARNING")},
 }
+# dictConfig, then Python's warnings become log lines too (py.warnings).
+LOGGING_CONFIG = "garden.log_format.configure"

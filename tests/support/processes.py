@@ -19,15 +19,15 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+def spawn(command: list[str], env: dict[str, str], *, apart: bool = False) -> subprocess.Popen:
     """``command`` run from the checkout's root with ``env``, its output (stdout and stderr
-    together) readable as text, stoppable with SIGINT."""
+    together, or ``apart``) readable as text, stoppable with SIGINT."""
     return subprocess.Popen(
         command,
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        stderr=subprocess.PIPE if apart else subprocess.STDOUT,
         text=True,
         preexec_fn=interruptible,
     )
