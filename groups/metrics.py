@@ -1,7 +1,8 @@
 """The site's figures read from the database when /metrics is scraped (garden/metrics.py runs
 them in the serving process, never on a step): requests by active state, the queue's depth and
 its oldest request's age, approvals pending and the oldest's wait, live workers and the last
-beat's age, the broker's backlog; and the requests that end, counted as their ending commits."""
+beat's age, Celery beat's last tick, the broker's backlog; and the requests that end, counted as
+their ending commits."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.utils import timezone
 from prometheus_client.core import Metric
 
 from garden import metrics
-from garden.models import WorkerBeat
+from garden.models import BeatLease, WorkerBeat
 from garden.redis_conn import redis_client
 from groups.models import Approval, GroupRequest
 
@@ -76,6 +77,15 @@ def site_gauges() -> Iterator[Metric]:
     if beats["last"] is not None:
         last.add_metric([], (now - beats["last"]).total_seconds())
     yield last
+
+    ticked = BeatLease.objects.aggregate(last=Max("ticked_at"))["last"]
+    beat = metrics.gauge(
+        "garden_beat_last_tick_age_seconds",
+        "Seconds since the beat holding the lease last renewed it (absent when none ever did).",
+    )
+    if ticked is not None:
+        beat.add_metric([], max(0.0, (now - ticked).total_seconds()))
+    yield beat
 
     if settings.REDIS_URL:
         backlog = metrics.gauge(

@@ -3,7 +3,7 @@ processes on one site, an entry due every second on a queue of its own that no w
 and the messages on the broker counted by the process that sent them (a message's ``origin``
 header names it). Two beats: every message from one of them. The sender SIGKILLed: the other
 takes over once the lease lapses. The sender stopped warm (a rolling update): the next beat
-takes over at its next ask."""
+takes over at its next ask. All stopped: the beat's liveness metric shows the last tick."""
 
 from __future__ import annotations
 
@@ -16,12 +16,16 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from celery.beat import EmbeddedService
 from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from prometheus_client.parser import text_string_to_metric_families
 
+from config.celery import app as celery_app
 from garden.beat import LEASE_NAME, lease_release, lease_take
+from garden.metrics_exposition import exposition
 from garden.models import BeatLease
 from garden.redis_conn import redis_client
 from tests.support.databases import database_url
@@ -30,6 +34,7 @@ from tests.support.workers import wait_for
 
 QUEUE = "garden-beat-probe"
 LEASE, RENEW = 4.0, 1.0
+AGE = "garden_beat_last_tick_age_seconds"
 
 
 def senders() -> list[str]:
@@ -49,6 +54,14 @@ def origin(proc: subprocess.Popen) -> str:
 
 def sent_by(names: list[str], proc: subprocess.Popen) -> int:
     return sum(name.startswith(origin(proc)) for name in names)
+
+
+def age_scraped() -> float | None:
+    for family in text_string_to_metric_families(exposition().decode()):
+        for sample in family.samples:
+            if sample.name == AGE:
+                return sample.value
+    return None
 
 
 @pytest.fixture
@@ -153,17 +166,26 @@ def test_two_beats_send_each_entry_once_and_the_other_takes_over(beats, probe):
     after = senders()[before:]
     assert sent_by(after, new) == len(after), after
 
+    # Every beat gone: the last tick stays where it was, and its age grows past the alert's
+    # three minutes as time passes (here: as the row is moved back four).
     stop(new, signal.SIGTERM)
-    assert holder_pid() is None
+    stopped_at = timezone.now()
+    ticked_at = BeatLease.objects.get(name=LEASE_NAME).ticked_at
+    assert ticked_at <= stopped_at
+    assert age_scraped() >= (timezone.now() - stopped_at).total_seconds()
+    BeatLease.objects.filter(name=LEASE_NAME).update(ticked_at=ticked_at - timedelta(minutes=4))
+    assert age_scraped() > 180
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_lease_is_held_by_one_until_it_lapses_or_is_given_up():
+    assert age_scraped() is None  # no beat ever ticked: no age (the alert's absent())
     assert lease_take(holder="a", seconds=30)
     assert not lease_take(holder="b", seconds=30)
     assert lease_take(holder="a", seconds=30)  # renewed
     lease = BeatLease.objects.get(name=LEASE_NAME)
     assert lease.holder == "a" and lease.expires_at > lease.ticked_at
+    assert age_scraped() is not None
 
     BeatLease.objects.filter(name=LEASE_NAME).update(
         expires_at=timezone.now() - timedelta(seconds=1)
@@ -174,3 +196,22 @@ def test_the_lease_is_held_by_one_until_it_lapses_or_is_given_up():
     assert lease_release(holder="b")
     assert lease_take(holder="a", seconds=30)  # given up: taken at once
     assert BeatLease.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+def test_the_embedded_beat_holds_the_lease_and_gives_it_up_when_it_stops(settings):
+    """The embedded default's beat, a thread of the web process (dashboard/serving.py)."""
+    settings.GARDEN_BEAT_LEASE_SECONDS, settings.GARDEN_BEAT_RENEW_SECONDS = LEASE, RENEW
+    beat = EmbeddedService(celery_app, thread=True, scheduler_cls=settings.CELERY_BEAT_SCHEDULER)
+    beat.start()
+    try:
+
+        def this_process_holds_it():
+            return holder_pid() == os.getpid()
+
+        wait_for(this_process_holds_it, timeout=30, interval=0.2)
+    finally:
+        beat.stop()
+    assert holder_pid() is None
+    assert BeatLease.objects.get(name=LEASE_NAME).ticked_at is not None
