@@ -99,17 +99,6 @@ def consume_call(
             )
 
 
-def settle_lost_reservations(*, request_id: int, below_fence: int) -> int:
-    """Mark reservations of steps that never finished (a crash) as consumed: still counted."""
-    return CallReservation.objects.filter(
-        request_id=request_id, status=CallReservation.Status.RESERVED, fence__lt=below_fence
-    ).update(
-        status=CallReservation.Status.CONSUMED,
-        reason="ambiguous: step lost",
-        finished_at=timezone.now(),
-    )
-
-
 def settle_failed_call(*, reservation: CallReservation, failure: ProviderError) -> None:
     """Count a failed call as the seed says: given back after a confirmed rejection or a
     configuration error (nothing was sent, or nothing done); kept for anything ambiguous."""

@@ -86,12 +86,22 @@ def tool_wait_cutoff() -> datetime:
     return timezone.now() - timedelta(seconds=settings.GARDEN_SWEEP_AFTER_SECONDS)
 
 
+# What a takeover writes on the reservations it finds still reserved below the fence it claims:
+# their step never finished, and its call may have gone out, so each stays counted.
+LOST_STEP = "ambiguous: step lost"
+
+
 def claim_fence(*, request_id: int, fence: int, group_id: int) -> Claim | None:
     """A step's claim: moves the fence of a steppable request of ``group_id`` from ``fence`` to
     ``fence + 1`` — or, when a step claimed ``fence + 1`` and never completed it (its worker
     died) and is not waiting for a tool slot, to ``fence + 2`` — touching ``updated_at``, and
     returns the request and its group as they are after it. Refuses (None, nothing written) a
-    stale or duplicate delivery, a request that is not steppable, or a wrong group."""
+    stale or duplicate delivery, a request that is not steppable, or a wrong group.
+
+    A claim of ``fence + 2`` (a takeover) settles, in the same write, the reservations still
+    reserved below it (the lost step's, ``LOST_STEP``: consumed, still counted): a worker
+    that dies or stops right after its claim leaves no reservation of a step it shut out
+    reserved, as it would if the claim and the settling were two writes."""
     if _fast():
         return claim_fence_pg(request_id=request_id, fence=fence, group_id=group_id)
     return claim_fence_orm(request_id=request_id, fence=fence, group_id=group_id)
@@ -104,12 +114,16 @@ def claim_fence_orm(*, request_id: int, fence: int, group_id: int) -> Claim | No
     live = GroupRequest.objects.filter(
         pk=request_id, group_id=group_id, state__in=GroupRequest.STEPPABLE_STATES
     )
-    if not live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
-        lost = live.filter(fence=fence + 1, completed_fence__lt=fence + 1).exclude(
-            waiting_for=GroupRequest.WAITING_FOR_TOOL_SLOT, updated_at__gt=tool_wait_cutoff()
-        )
-        if not lost.update(fence=fence + 2, updated_at=now):
-            return None
+    with transaction.atomic():
+        if not live.filter(fence=fence).update(fence=fence + 1, updated_at=now):
+            lost = live.filter(fence=fence + 1, completed_fence__lt=fence + 1).exclude(
+                waiting_for=GroupRequest.WAITING_FOR_TOOL_SLOT, updated_at__gt=tool_wait_cutoff()
+            )
+            if not lost.update(fence=fence + 2, updated_at=now):
+                return None
+            CallReservation.objects.filter(
+                request_id=request_id, status=CallReservation.Status.RESERVED, fence__lt=fence + 2
+            ).update(status=CallReservation.Status.CONSUMED, reason=LOST_STEP, finished_at=now)
     request = GroupRequest.objects.select_related("group").get(pk=request_id)
     last_seq = (
         Conversation.objects.filter(pk=request.conversation_id)
@@ -122,13 +136,17 @@ def claim_fence_orm(*, request_id: int, fence: int, group_id: int) -> Claim | No
 
 
 def claim_fence_pg(*, request_id: int, fence: int, group_id: int) -> Claim | None:
-    """PostgreSQL: the claim and the step's first read in one statement (autocommit: the row
-    lock lasts the statement), with the roster's stamp and the thread's last seq. Every
-    concrete column of both rows comes back, so a field added to either is carried."""
+    """PostgreSQL: the claim, a takeover's settling of the lost step's reservations, and the
+    step's first read in one statement (autocommit: the row lock lasts the statement), with
+    the roster's stamp and the thread's last seq. Every concrete column of both rows comes
+    back, so a field added to either is carried."""
     sql, split = _claim_shape()
     steppable = list(GroupRequest.STEPPABLE_STATES)
-    params = [fence, fence + 1, fence + 2, timezone.now(), request_id, group_id, steppable]
+    now = timezone.now()
+    params = [fence, fence + 1, fence + 2, now, request_id, group_id, steppable]
     params += [fence, fence + 1, fence + 1, GroupRequest.WAITING_FOR_TOOL_SLOT, tool_wait_cutoff()]
+    params += [CallReservation.Status.CONSUMED, LOST_STEP, now, request_id]
+    params += [CallReservation.Status.RESERVED, fence + 2, fence + 2]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -153,7 +171,12 @@ def _claim_shape() -> tuple[str, int]:
         f'"fence" = CASE WHEN "fence" = %s THEN %s ELSE %s END, "updated_at" = %s '
         f'WHERE "id" = %s AND "group_id" = %s AND "state" = ANY(%s) AND ("fence" = %s OR '
         f'("fence" = %s AND "completed_fence" < %s AND NOT ("waiting_for" = %s AND '
-        f'"updated_at" > %s))) RETURNING {", ".join(_q(c) for c in request_columns)}) '
+        f'"updated_at" > %s))) RETURNING {", ".join(_q(c) for c in request_columns)}), '
+        # A takeover (the fence moved two) settles the lost step's reservations with it.
+        f"settled AS (UPDATE {_q(CallReservation._meta.db_table)} SET "
+        f'"status" = %s, "reason" = %s, "finished_at" = %s WHERE "request_id" = %s AND '
+        f'"status" = %s AND "fence" < %s AND EXISTS (SELECT 1 FROM claimed WHERE '
+        f'claimed."fence" = %s)) '
         f"SELECT {', '.join(f'claimed.{_q(c)}' for c in request_columns)}, "
         f"{', '.join(f'g.{_q(c)}' for c in group_columns)}, "
         f"({_ROSTER_STAMP}), ({_THREAD_LAST_SEQ}) "

@@ -5,7 +5,7 @@ delivery that finds the last step completed and nothing claimed after it."""
 from __future__ import annotations
 
 from garden import telemetry
-from groups import budget, lock_order, scheduling
+from groups import lock_order, scheduling
 from groups.loop.room import Room, load_room
 from groups.models import GroupRequest
 from groups.statements import Claim
@@ -46,16 +46,14 @@ def claim(request_id: int, fence: int, group_id: int) -> Claim | None:
 
     A fence claimed by a step that never completed (its worker died; we hold the lock, so
     it is not running) is claimed again one higher, which also shuts out that step if it
-    ever wakes, and that step's reservations are settled. A delivery that finds the last step
-    completed with nothing claimed after it re-enqueues the continuation, in case a crash lost
-    it between commit and enqueue.
+    ever wakes, and that step's reservations are settled in the same write. A delivery that
+    finds the last step completed with nothing claimed after it re-enqueues the continuation,
+    in case a crash lost it between commit and enqueue.
     """
     claimed = lock_order.claim_fence(request_id=request_id, fence=fence, group_id=group_id)
     if claimed is None:
         continue_if_lost(request_id, fence, group_id)
         return None
-    if claimed.request.fence == fence + 2:
-        budget.settle_lost_reservations(request_id=request_id, below_fence=fence + 2)
     return claimed
 
 

@@ -118,6 +118,68 @@ def test_the_claim_refuses_a_wrong_group(group_factory, path):
     assert row(GroupRequest, request.pk) == before
 
 
+def a_reservation(request: GroupRequest, *, fence: int, status: str = "reserved", **more):
+    return CallReservation.objects.create(
+        request=request,
+        owner=request.group.owner,
+        purpose=more.pop("purpose", "working"),
+        agent_id=request.group.coordinator_id,
+        fence=fence,
+        status=status,
+        **more,
+    )
+
+
+@pytest.mark.parametrize(
+    ("fence", "completed", "waiting", "ago", "settled"),
+    [
+        (4, 3, "", RECENT, True),  # a takeover: step 4 was claimed and never completed
+        (4, 3, GroupRequest.WAITING_FOR_TOOL_SLOT, OLD, True),  # its wait for a slot was lost
+        (4, 3, GroupRequest.WAITING_FOR_TOOL_SLOT, RECENT, False),  # refused: it waits, live
+        (3, 3, "", RECENT, False),  # the next step: nothing of step 3 is lost
+    ],
+)
+def test_a_takeover_settles_the_lost_steps_reservations_in_its_claim(
+    group_factory, path, fence, completed, waiting, ago, settled
+):
+    # The claim alone — what a worker that stopped (or died) right after it has written —
+    # settles the call of the step it shuts out: consumed (it may have gone out), still
+    # counted, never left reserved at a fence that no step owns any more.
+    request = a_request(
+        group_factory,
+        state="running",
+        fence=fence,
+        completed_fence=completed,
+        working_reserved=3,
+        waiting_for=waiting,
+        updated_at=timezone.now() - ago,
+    )
+    lost = a_reservation(request, fence=4)
+    done = a_reservation(request, fence=2, status="consumed", finished_at=timezone.now())
+    given_back = a_reservation(request, fence=3, status="released", reason="PROVIDER_429")
+    before = {r.pk: row(CallReservation, r.pk) for r in (lost, done, given_back)}
+
+    getattr(statements, f"claim_fence_{path}")(
+        request_id=request.pk, fence=3, group_id=request.group_id
+    )
+
+    after = {pk: row(CallReservation, pk) for pk in before}
+    assert after[done.pk] == before[done.pk] and after[given_back.pk] == before[given_back.pk]
+    if not settled:
+        assert after[lost.pk] == before[lost.pk]
+        return
+    assert GroupRequest.objects.get(pk=request.pk).fence == 5
+    assert after[lost.pk]["finished_at"] is not None
+    assert after[lost.pk] == {
+        **before[lost.pk],
+        "status": "consumed",
+        "reason": "ambiguous: step lost",
+        "finished_at": after[lost.pk]["finished_at"],
+    }
+    # Still counted: the lost call is not given back.
+    assert GroupRequest.objects.get(pk=request.pk).working_reserved == 3
+
+
 def test_the_step_claims_through_the_statement(group_factory):
     request = a_request(group_factory, state="running")
     claimed = lock_order.claim_fence(request_id=request.pk, fence=0, group_id=request.group_id)
