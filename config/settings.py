@@ -414,3 +414,15 @@ LOGGING = {
 }
 # dictConfig, then Python's warnings become log lines too (py.warnings).
 LOGGING_CONFIG = "garden.log_format.configure"
+
+# Errors to Sentry, scrubbed of every text an owner wrote and of keys and tokens
+# (garden/sentry.py); unset, the SDK is never loaded.
+SENTRY_DSN = env.str("SENTRY_DSN", default="")
+if SENTRY_DSN:
+    from garden import sentry
+
+    sentry.start(
+        dsn=SENTRY_DSN,
+        environment=env.str("SENTRY_ENVIRONMENT", default=GARDEN_ENV),
+        release=env.str("SENTRY_RELEASE", default=""),
+    )

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -50,11 +51,10 @@ OURS = pytest.mark.urls(__name__)
 
 
 @pytest.fixture
-def receiver():
+def traces():
     """An OTLP/HTTP trace receiver on loopback (tests/groups/test_tracing.py)."""
-    server = Receiver()
-    yield server
-    server.close()
+    with closing(Receiver()) as server:
+        yield server
 
 
 @pytest.fixture
@@ -231,12 +231,12 @@ def _json_lines(name: str, stderr: str) -> list[dict]:
 
 
 @processes
-def test_json_lines_follow_one_request_from_the_web_into_the_worker_and_its_trace(owner, receiver):
+def test_json_lines_follow_one_request_from_the_web_into_the_worker_and_its_trace(owner, traces):
     group = make_group(owner, concierge_rules=[], members={"ledger": []})
     token = token_create(owner=owner, name="logs", scopes=["read", "write"]).secret
     env = _environment(
         {
-            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_ENDPOINT": traces.endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",
         }
@@ -285,7 +285,7 @@ def test_json_lines_follow_one_request_from_the_web_into_the_worker_and_its_trac
         wait_for(finished, timeout=40)
         wait_for(
             lambda: any(
-                s.attributes.get("garden.http.request_id") == posted_id for s in receiver.snapshot()
+                s.attributes.get("garden.http.request_id") == posted_id for s in traces.snapshot()
             ),
             timeout=20,
         )
@@ -318,14 +318,16 @@ def test_json_lines_follow_one_request_from_the_web_into_the_worker_and_its_trac
     # The worker's lines for the step the request sent carry the request's id.
     stepped = [line for line in worker_lines if line.get("request_id") == posted_id]
     assert stepped, worker_err[-3000:]
-    assert any(line.get("task_name") == "groups.advance_request" for line in stepped), stepped
+    # The request's first task, which may run the step itself (groups/loop/step.py).
+    assert any(line.get("task_name") == "groups.start_next_request" for line in stepped), stepped
+    assert all(line["role"] == "worker" and line.get("task_id") for line in stepped), stepped
     assert not [line for line in worker_lines if line.get("request_id") not in (None, posted_id)], (
         "no other id reaches the worker"
     )
 
     # The HTTP request's span says the id.
     (server,) = [
-        s for s in receiver.snapshot() if s.attributes.get("garden.http.request_id") == posted_id
+        s for s in traces.snapshot() if s.attributes.get("garden.http.request_id") == posted_id
     ]
     assert server.service == "garden-web"
     assert server.span.trace_id.hex() == sent["trace_id"]
