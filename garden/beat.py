@@ -105,6 +105,15 @@ class LeasedScheduler(DatabaseScheduler):
             self.sync()
         return min(delay, self._until_renewal())
 
+    def reserve(self, entry: Any) -> Any:
+        # DatabaseScheduler leaves the entry it just sent in the schedule, with the run before
+        # this one: a heap rebuilt from it (a schedule change read mid-tick invalidates the heap
+        # again) finds the entry due and sends it a second time. The schedule keeps the run.
+        new_entry = super().reserve(entry)
+        if self._schedule is not None and new_entry.name in self._schedule:
+            self._schedule[new_entry.name] = new_entry
+        return new_entry
+
     def _until_renewal(self) -> float:
         return max(0.0, min(self._renew_at - time.monotonic(), self.max_interval))
 
