@@ -26,12 +26,13 @@ demo: $(STAMP)
 # SQLITE_TESTS= skips it.
 #
 # A whole run on the services (no PYTEST_ARGS) also runs $(SPLIT_TESTS) — the dashboard's
-# browser and server tests, which mostly wait on pages and sockets — as a second PostgreSQL run
+# browser and server tests and the Redis restarts under a served site, which mostly wait on
+# pages, sockets and processes — as a second PostgreSQL run
 # beside the main one, on services of its own (scripts/split_env.py: another database, the next
 # Redis database, its own var/ and cache prefix), so the suite takes about half as long on two
 # cores. Its output follows the main run's; SPLIT_TESTS= keeps everything in the main run.
 SQLITE_TESTS ?= tests/groups
-SPLIT_TESTS ?= tests/dashboard
+SPLIT_TESTS ?= tests/dashboard tests/garden/test_redis_outage.py
 test: $(STAMP)
 	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
 	  export GARDEN_CACHE_PREFIX=$$(basename $$GARDEN_VAR_DIR) && \
@@ -103,7 +104,8 @@ bench-peer: $(PEER_STAMP)
 
 # The fault harness (~6 minutes on 2 cores): SIGKILL/SIGSTOP of real workers, Redis restarts
 # (a private redis-server), dropped PostgreSQL connections, a faulty provider; prints a table of
-# trials and violations and fails on any. Scale down with FAULTS_ARGS="--trials 40".
+# trials and violations and fails on any. Scale down with FAULTS_ARGS="--trials 40"; run it
+# behind a PgBouncer of its own in transaction mode with FAULTS_ARGS="--pgbouncer".
 faults: $(STAMP)
 	@$(PY) bench/faults.py $(FAULTS_ARGS)
 

@@ -20,6 +20,7 @@ from config.env import BASE_DIR as BASE_DIR
 from config.env import GARDEN_ENV as GARDEN_ENV
 from config.env import PRODUCTION, VAR_DIR, env
 from config.garden_settings import *  # noqa: F403
+from config.redis import redis_config
 from config.validation import check_step_limits, secret_key
 from config.web_security import *  # noqa: F403
 
@@ -71,6 +72,8 @@ MIDDLEWARE = [
     # /healthz and /readyz, answered before the Host check and the HTTPS redirect, so probes
     # and scrapes reach them by pod IP over plain HTTP (garden/probes.py).
     "garden.probes.ProbeMiddleware",
+    # Redis or the broker away for a moment: a JSON 503, never the HTML error page.
+    "garden.unavailable.UnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -185,11 +188,21 @@ LOGIN_URL = "admin:login"
 
 # --- Redis, Celery, Channels ----------------------------------------------------------------
 
-REDIS_URL = env.str("REDIS_URL", default="")
+# Every Redis client (broker, cache, locks and slots, channel layer, /readyz) is built from this
+# one configuration: REDIS_URL, or Sentinels and a master's name, TLS always verified
+# (config/redis.py). None: the embedded default, no Redis.
+GARDEN_REDIS = redis_config(env)
+REDIS_URL = GARDEN_REDIS.url if GARDEN_REDIS else ""
 
-if REDIS_URL:
-    CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+if GARDEN_REDIS:
+    CELERY_BROKER_URL = GARDEN_REDIS.broker_url()
+    # The broker's own transport: kombu's, with a worker that outlives a broker restart
+    # (garden/broker_redis.py).
+    CELERY_BROKER_TRANSPORT = "garden.broker_redis:" + (
+        "SentinelTransport" if GARDEN_REDIS.sentinels else "Transport"
+    )
+    CELERY_BROKER_TRANSPORT_OPTIONS = GARDEN_REDIS.broker_transport_options()
+    CELERY_BROKER_USE_SSL = GARDEN_REDIS.broker_use_ssl()
 else:
     # Server-less transport: a real worker process reads tasks from files under var/
     # (garden/broker.py: kombu's filesystem transport with atomic writes and claims).
@@ -262,15 +275,12 @@ CELERY_BEAT_SCHEDULE = {
     "groups: purge webhook deliveries": {"task": "groups.purge_webhooks", "schedule": 3600.0},
 }
 
-if REDIS_URL:
+if GARDEN_REDIS:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # socket_timeout None: a consumer waits on a blocking pop (BZPOPMIN) while its room
-            # is quiet, and redis-py 8's default 5 s read timeout would tear every idle
-            # websocket down every 5 s (channels_redis#422).
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "hosts": [GARDEN_REDIS.channel_host()],
                 "prefix": env.str("GARDEN_CHANNELS_PREFIX", default="garden"),
             },
         }
@@ -320,6 +330,10 @@ GARDEN_LOCK_TTL_SECONDS = env.int("GARDEN_LOCK_TTL_SECONDS", default=CELERY_TASK
 # limit has no live worker (the API and the room say so on a request that waits).
 GARDEN_WORKER_BEAT_SECONDS = env.float("GARDEN_WORKER_BEAT_SECONDS", default=10.0)
 GARDEN_WORKER_STALE_SECONDS = env.float("GARDEN_WORKER_STALE_SECONDS", default=30.0)
+# A task the broker did not take (Redis restarting or failing over) is sent again this often
+# until it does (garden/lost_sends.py); each worker's beat also notices a Redis that restarted
+# empty and sends again what waited in it.
+GARDEN_RESEND_SECONDS = env.float("GARDEN_RESEND_SECONDS", default=2.0)
 # The sweeper leaves a request alone until it has been quiet longer than a step can live.
 GARDEN_SWEEP_AFTER_SECONDS = env.int(
     "GARDEN_SWEEP_AFTER_SECONDS", default=GARDEN_LOCK_TTL_SECONDS + 30

@@ -1,7 +1,8 @@
 """Workers the web side can see: each Celery worker process writes a beat (a WorkerBeat row)
 every GARDEN_WORKER_BEAT_SECONDS from a thread of its own, and removes it when it stops warm.
 A site with no fresh beat has no live worker: the API says so on a request that waits
-(``waiting_for: "worker"``) and the room shows it."""
+(``waiting_for: "worker"``) and the room shows it. Each beat also asks whether Redis lost
+what it held (garden/lost_sends.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from garden import metrics
+from garden import lost_sends, metrics
 from garden.models import WorkerBeat
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ def start(*, hostname: str, concurrency: int = 0, embedded: bool = False) -> Non
     stopped = threading.Event()
 
     def run() -> None:
+        first = True
         while not stopped.is_set():
             try:
                 beat(hostname=hostname, concurrency=concurrency, embedded=embedded)
@@ -58,6 +60,11 @@ def start(*, hostname: str, concurrency: int = 0, embedded: bool = False) -> Non
                 metrics.worker_beat(False)
             else:
                 metrics.worker_beat(True)
+            try:
+                lost_sends.check_epoch(first=first)
+                first = False
+            except Exception:  # Redis away: the next beat asks again
+                log.info("could not read the Redis epoch", exc_info=True)
             finally:
                 connection.close()
             stopped.wait(settings.GARDEN_WORKER_BEAT_SECONDS)

@@ -24,6 +24,8 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.utils.cache import add_never_cache_headers
 from kombu import Connection
 
+from garden.redis_conn import build_pool
+
 log = logging.getLogger(__name__)
 
 HEALTH_PATH = "/healthz"
@@ -65,19 +67,29 @@ def _check_migrations() -> str:
 
 def _check_redis() -> str:
     timeout = settings.GARDEN_PROBE_TIMEOUT_SECONDS
-    client = redis.Redis.from_url(
-        settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+    pool = build_pool(
+        settings.REDIS_URL,
+        max_connections=1,
+        timeout=timeout,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     try:
-        client.ping()
+        redis.Redis(connection_pool=pool, retry=None).ping()
     finally:
-        client.close()
+        pool.disconnect()
     return "ok"
 
 
 def _check_broker() -> str:
     timeout = settings.GARDEN_PROBE_TIMEOUT_SECONDS
-    with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout) as conn:
+    with Connection(
+        settings.CELERY_BROKER_URL,
+        transport=getattr(settings, "CELERY_BROKER_TRANSPORT", None),
+        transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS,
+        ssl=getattr(settings, "CELERY_BROKER_USE_SSL", None) or False,
+        connect_timeout=timeout,
+    ) as conn:
         conn.ensure_connection(max_retries=1, timeout=timeout)
     return "ok"
 

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from celery import Task
+from celery.exceptions import Reject, Retry
 from django.db import OperationalError, connection
+
+from garden import lost_sends
+from garden.unavailable import SERVICE_AWAY
 
 log = logging.getLogger(__name__)
 
@@ -98,4 +102,16 @@ class RetryingTask(Task):
             policy = next((p for p in self.retry_policies if isinstance(exc, p.on)), None)
             if policy is None or (policy.times is not None and retries >= policy.times):
                 raise
-            raise self.retry(countdown=policy.delay(retries, exc), exc=exc) from exc
+            countdown = policy.delay(retries, exc)
+            try:
+                raise self.retry(countdown=countdown, exc=exc) from exc
+            except Reject as rejected:
+                if not isinstance(rejected.reason, SERVICE_AWAY):
+                    raise
+                # The broker is away too (Redis restarting): the retry is kept and sent when it
+                # answers (garden/lost_sends.py), never dropped with this delivery.
+                again = self.signature_from_request(
+                    self.request, None, None, countdown=countdown, retries=retries + 1
+                )
+                lost_sends.keep(again.apply_async, self.name, rejected.reason)
+                raise Retry(exc=exc, when=countdown, sig=again) from exc

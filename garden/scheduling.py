@@ -11,18 +11,27 @@ from typing import Any
 from celery import signature
 from django.db import transaction
 
-from garden import effects, telemetry
+from garden import effects, lost_sends, telemetry
+from garden.unavailable import SERVICE_AWAY
 
 
 def send(name: str, *, countdown: float | None = None, **kwargs: Any) -> None:
     """Send task ``name`` now, not waiting for any commit. A registered task sends through
     its own ``apply_async`` (its routing and options); the name alone is enough for a process
-    that only enqueues."""
+    that only enqueues. A broker that does not take it now gets it again when it answers."""
     options: dict[str, Any] = {"countdown": countdown} if countdown else {}
     headers = telemetry.task_headers()
     if headers:
         options["headers"] = headers
-    signature(name, kwargs=kwargs).apply_async(**options)
+
+    def deliver() -> None:
+        signature(name, kwargs=kwargs).apply_async(**options)
+
+    try:
+        deliver()
+    except SERVICE_AWAY as exc:
+        # The write it follows stands: sent again once the broker answers (garden/lost_sends.py).
+        lost_sends.keep(deliver, name, exc)
 
 
 def send_after_commit(deliver: Callable[[], None]) -> None:

@@ -8,6 +8,7 @@ class GroupsConfig(AppConfig):
     def ready(self) -> None:
         from garden.credentials import encrypted_field_register
         from garden.event_schema import register_event_type
+        from garden.lost_sends import work_lost
         from garden.metrics import register_scrape_gauges
 
         from . import group_tools, metrics, platform_tools  # noqa: F401  (each registers its tools)
@@ -24,6 +25,14 @@ class GroupsConfig(AppConfig):
 
         # The site's figures at each scrape of /metrics, and each request's ending as it commits.
         register_scrape_gauges(metrics.site_gauges)
+        # Redis restarted empty: the queued steps it held are sent again.
+        work_lost.connect(_resend_lost, weak=False, dispatch_uid="groups_resend_lost")
         request_finished.connect(
             metrics.on_request_finished, weak=False, dispatch_uid="groups_metrics_finished"
         )
+
+
+def _resend_lost(**_: object) -> None:
+    from .services.request_sweep import requests_resend_lost
+
+    requests_resend_lost()

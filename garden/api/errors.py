@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from garden import unavailable
 from garden.errors import ServiceError
 
 
@@ -94,6 +95,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
                 ],
             },
             status=exc.status,
+        )
+    if isinstance(exc, unavailable.SERVICE_AWAY):
+        set_rollback()
+        return Response(
+            unavailable.body(),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(unavailable.RETRY_AFTER_SECONDS)},
         )
     response = drf_exception_handler(exc, context)
     if response is None:

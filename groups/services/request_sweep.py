@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from garden import events, telemetry
@@ -117,16 +118,36 @@ def request_sweep(*, older_than_seconds: float | None = None) -> dict[str, int]:
         else:
             scheduling.enqueue_step(row["pk"], row["fence"] - 1, group_id=row["group_id"])
         found[action] += 1
-    idle_groups = (
-        GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, created_at__lte=cutoff)
-        .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)
-        .values_list("group_id", flat=True)
-        .distinct()
-    )
-    for group_id in idle_groups:
-        if request_start_next(group_id=group_id):
-            found["started"] += 1
+    found["started"] = _start_idle_queues(created_at__lte=cutoff)
     for message_id in unanswered_turns(older_than=timedelta(seconds=age)):
         if request_for_unanswered_turn(message_id=message_id):
             found["answered"] += 1
     return found
+
+
+def requests_resend_lost() -> dict[str, int]:
+    """After Redis lost what it held (``garden.lost_sends.work_lost``): the next step of every
+    steppable request whose last step completed (its queued task may be gone), and the first of
+    every idle group's queue, whatever their age. A step claimed but not completed is left to
+    its worker, alive or swept as ever. Sending a step twice is safe: the second finds its fence
+    passed."""
+    found = {"continued": 0, "started": 0}
+    for row in GroupRequest.objects.filter(
+        state__in=GroupRequest.STEPPABLE_STATES, completed_fence__gte=F("fence")
+    ).values("pk", "fence", "group_id"):
+        scheduling.enqueue_step(row["pk"], row["fence"], group_id=row["group_id"])
+        found["continued"] += 1
+    found["started"] = _start_idle_queues()
+    return found
+
+
+def _start_idle_queues(**queued: object) -> int:
+    """Start the first queued request (of those matching ``queued``) of every group running
+    none; how many started."""
+    idle_groups = (
+        GroupRequest.objects.filter(state=GroupRequest.State.QUEUED, **queued)
+        .exclude(group__requests__state__in=GroupRequest.ACTIVE_STATES)
+        .values_list("group_id", flat=True)
+        .distinct()
+    )
+    return sum(1 for group_id in idle_groups if request_start_next(group_id=group_id))
