@@ -13,6 +13,7 @@ from garden.models import (
     AccessToken,
     Agent,
     Artifact,
+    BeatLease,
     Conversation,
     McpServer,
     Message,
@@ -237,6 +238,24 @@ class WorkerBeatAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(BeatLease)
+class BeatLeaseAdmin(admin.ModelAdmin):
+    """Which Celery beat sends the schedule, until when, and when it last renewed: written by
+    the beats themselves (garden/beat.py), never edited here."""
+
+    list_display = ["name", "holder", "expires_at", "ticked_at"]
+    readonly_fields = ["name", "holder", "expires_at", "ticked_at"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

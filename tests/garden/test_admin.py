@@ -106,3 +106,18 @@ def test_staff_read_and_remove_the_pages_agents_visited_but_add_or_change_none(
     assert visit.url == "http://127.0.0.1/x"
     removed = client.post(f"/admin/garden/pagevisit/{visit.pk}/delete/", {"post": "yes"})
     assert removed.status_code == 302 and not PageVisit.objects.exists()
+
+
+def test_staff_see_which_beat_holds_the_lease_but_change_nothing(client, staff):
+    from garden.beat import lease_take
+    from garden.models import BeatLease
+
+    assert lease_take(holder="host-a:123:abc", seconds=30)
+    lease = BeatLease.objects.get()
+    client.force_login(staff)
+    listing = client.get("/admin/garden/beatlease/")
+    assert listing.status_code == 200 and "host-a:123:abc" in listing.content.decode()
+    assert client.get("/admin/garden/beatlease/add/").status_code == 403
+    client.post(f"/admin/garden/beatlease/{lease.pk}/change/", {"holder": "someone"})
+    client.post(f"/admin/garden/beatlease/{lease.pk}/delete/", {"post": "yes"})
+    assert BeatLease.objects.get().holder == "host-a:123:abc"
