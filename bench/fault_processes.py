@@ -25,18 +25,22 @@ from bench.workers import Worker, die_with_parent
 # Overridable, so that two runs on one machine never share (or flush) one Redis db.
 REDIS_DB = int(os.environ.get("FAULTS_REDIS_DB", "4"))
 LOCK_TTL = 2  # seconds, for the harness workers
+# A worker SIGSTOPped inside a transaction loses its session after this many seconds, so its
+# row locks never stall the workers taking its steps over.
+IDLE_IN_TRANSACTION = 4
 
 
-def worker_env(database_url: str, redis_url: str) -> dict[str, str]:
-    """Environment of every harness worker (and of the zygote that forks them)."""
+def worker_env(database_url: str, redis_url: str, *, pooler: bool = False) -> dict[str, str]:
+    """Environment of every harness worker (and of the zygote that forks them); ``pooler``:
+    ``database_url`` is a transaction pooler's (GARDEN_DB_TRANSACTION_POOLER), and the idle
+    timeout the database's own (``idle_timeout_on_database``)."""
     return {
         "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "GARDEN_LOCK_TTL_SECONDS": str(LOCK_TTL),
         "GARDEN_DB_POOL_MAX": "4",
-        # A worker SIGSTOPped inside a transaction loses its session after this, so its row
-        # locks never stall the workers taking its steps over.
-        "GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS": "4",
+        "GARDEN_DB_IDLE_IN_TRANSACTION_SECONDS": str(IDLE_IN_TRANSACTION),
+        "GARDEN_DB_TRANSACTION_POOLER": "1" if pooler else "0",
         "GARDEN_LOG_LEVEL": "ERROR",
         "DJANGO_SETTINGS_MODULE": "config.settings",
         **CAPACITY_ENV,
@@ -332,12 +336,13 @@ class RedisServer:
 # --- PostgreSQL -----------------------------------------------------------------------------
 
 
-def terminate_backends(database: str) -> int:
-    """Terminate every backend on ``database`` (the workers' and the harness's own); returns how
-    many."""
+def terminate_backends(database: str, *, server: str | None = None) -> int:
+    """Terminate every backend on ``database`` (the workers' and the harness's own, or, behind
+    PgBouncer, its server sessions), asked of the PostgreSQL server at ``server`` (default: the
+    one DATABASE_URL names); returns how many."""
     import psycopg
 
-    with psycopg.connect(f"{pg_base()}/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{server or pg_base()}/postgres", autocommit=True) as conn:
         return len(
             conn.execute(
                 "select pg_terminate_backend(pid) from pg_stat_activity where datname = %s "
@@ -345,3 +350,18 @@ def terminate_backends(database: str) -> int:
                 [database],
             ).fetchall()
         )
+
+
+def idle_timeout_on_database(database: str, *, server: str, seconds: int | None) -> None:
+    """Behind a transaction pooler no client sends the idle-in-transaction timeout: set it on
+    ``database`` itself (``seconds``; None takes it off), for every server session made after."""
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        if seconds is None:
+            conn.execute(f'alter database "{database}" reset idle_in_transaction_session_timeout')
+        else:
+            conn.execute(
+                f'alter database "{database}" set idle_in_transaction_session_timeout = '
+                f"'{int(seconds)}s'"
+            )

@@ -205,15 +205,22 @@ def scenario_redis(
 
 
 def scenario_pg(
-    h: Harness, database: str, trials: int, *, rng: random.Random, bound: float = 90
+    h: Harness,
+    database: str,
+    trials: int,
+    *,
+    rng: random.Random,
+    server: str | None = None,
+    bound: float = 90,
 ) -> Result:
-    """Terminate every backend of the harness database mid-step (workers' and the harness's)."""
+    """Terminate every backend of the harness database mid-step (workers' and the harness's;
+    behind PgBouncer, its server sessions), asked of the PostgreSQL server at ``server``."""
     result = Result("drop PostgreSQL connections")
     dropped = 0
 
     def cut() -> None:
         nonlocal dropped
-        dropped += terminate_backends(database)
+        dropped += terminate_backends(database, server=server)
 
     exited = _cut_during_requests(
         h, result, trials, cut, rng=rng, name="pg-", latency=0.1, pause=(0.3, 1.5), bound=bound

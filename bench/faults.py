@@ -34,11 +34,20 @@ activity line) for each action whose worker died with it; and, within a bound, e
 completed (stopped or failed with an outcome code only where the fault is the provider's).
 
 Run: python bench/faults.py [--trials 200] [--only kill,stop,approvals,mcp,redis,pg,provider]
-     [--shared-redis] [--seed N]
+     [--shared-redis] [--pgbouncer] [--seed N]
 Uses its own database ``garden_faults`` (env FAULTS_DATABASE); starts its own redis-server on a
 free port (db 4, env FAULTS_REDIS_DB), so its Redis restarts never touch the shared one.
 ``--shared-redis`` uses and restarts the Redis on 127.0.0.1:6379 instead: only when nothing else
 needs it.
+
+``--pgbouncer`` runs every scenario behind a transaction pooler: a PgBouncer of its own
+(Debian's package, bench/fault_pooler.py) in ``pool_mode = transaction`` on a free loopback port
+in front of the PostgreSQL server, which the workers and the harness's own queries (flush,
+requests, the sweeper, the checks) go through with GARDEN_DB_TRANSACTION_POOLER=1. The
+idle-in-transaction timeout is then set on the harness database itself (and as PgBouncer's
+``idle_transaction_timeout``), taken off again at the end; creating and migrating the database,
+and the ``pg`` scenario's terminating of backends (PgBouncer's server sessions then), go to the
+server directly.
 
 This file is the command line. The rest is in bench/fault_processes.py (workers, Redis,
 PostgreSQL backends), fault_harness.py (requests, sweeper, checks after a trial),
@@ -53,13 +62,25 @@ import random
 import subprocess
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.fault_harness import SWEEP_AGE, SWEEP_INTERVAL, Harness
 from bench.fault_mcp import AGENT_TOOL, Tracker
-from bench.fault_processes import LOCK_TTL, REDIS_DB, RedisServer, Zygote, worker_env, zygote_main
+from bench.fault_pooler import pgbouncer_server
+from bench.fault_processes import (
+    IDLE_IN_TRANSACTION,
+    LOCK_TTL,
+    REDIS_DB,
+    RedisServer,
+    Zygote,
+    idle_timeout_on_database,
+    worker_env,
+    zygote_main,
+)
 from bench.fault_report import Result, progress, summary
 from bench.fault_scenarios import (
     POINTS,
@@ -74,6 +95,9 @@ from bench.support import ROOT, ensure_database, machine_line, pg_base, use_serv
 
 # Overridable, so that two runs on one machine never share (or flush) one database.
 DATABASE = os.environ.get("FAULTS_DATABASE", "garden_faults")
+# PgBouncer's server sessions for the harness database (--pgbouncer): fewer than the clients
+# (seven workers of four threads, and the harness), as a pooler is sized.
+POOL_SIZE = 20
 
 
 def main() -> None:
@@ -92,20 +116,61 @@ def main() -> None:
         action="store_true",
         help=f"use and restart the Redis on 127.0.0.1:6379 (db {REDIS_DB}) instead of a private one",
     )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="run the workers and the harness's own queries through a PgBouncer of its own in "
+        "transaction mode (GARDEN_DB_TRANSACTION_POOLER=1)",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--zygote", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.zygote:
         zygote_main()
         return
+    with ExitStack() as stack:
+        run(args, stack)
 
+
+def behind_pgbouncer(stack: ExitStack, server: str) -> str:
+    """A PgBouncer in transaction mode in front of ``server`` (closed with ``stack``), the
+    harness database's idle timeout set on the database for its server sessions (taken off
+    again with ``stack``); returns the database's URL through it."""
+    parts = urlsplit(server)
+    user = parts.username or "postgres"
+    idle_timeout_on_database(DATABASE, server=server, seconds=IDLE_IN_TRANSACTION)
+    stack.callback(idle_timeout_on_database, DATABASE, server=server, seconds=None)
+    port = stack.enter_context(
+        pgbouncer_server(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=user,
+            idle_transaction_timeout=IDLE_IN_TRANSACTION,
+            pool_size=POOL_SIZE,
+        )
+    )
+    print(
+        f"PostgreSQL: through a PgBouncer of its own on 127.0.0.1:{port} (pool_mode transaction, "
+        f"{POOL_SIZE} server sessions, idle_transaction_timeout {IDLE_IN_TRANSACTION} s; the "
+        f"database's idle_in_transaction_session_timeout {IDLE_IN_TRANSACTION} s)"
+    )
+    return f"postgres://{user}@127.0.0.1:{port}/{DATABASE}"
+
+
+def run(args: argparse.Namespace, stack: ExitStack) -> None:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     only = set(args.only.split(","))
     redis = RedisServer(shared=args.shared_redis)
-    env = worker_env(f"{pg_base()}/{DATABASE}", redis.url)
+    # The PostgreSQL server itself, whatever the workers go through.
+    server = pg_base()
     use_services(database=DATABASE, redis_url=redis.url)
     ensure_database(DATABASE)
+    database_url = f"{server}/{DATABASE}"
+    if args.pgbouncer:
+        database_url = behind_pgbouncer(stack, server)
+        os.environ.update(DATABASE_URL=database_url, GARDEN_DB_TRANSACTION_POOLER="1")
+    env = worker_env(database_url, redis.url, pooler=args.pgbouncer)
     subprocess.run([sys.executable, "manage.py", "flush", "--noinput"], cwd=ROOT, check=True)
     import django
 
@@ -161,7 +226,7 @@ def main() -> None:
             if "redis" in only:
                 done(scenario_redis(h, redis, max(2, args.trials // 40), rng=rng))
             if "pg" in only:
-                done(scenario_pg(h, DATABASE, max(2, args.trials // 20), rng=rng))
+                done(scenario_pg(h, DATABASE, max(2, args.trials // 20), rng=rng, server=server))
             if "provider" in only:
                 done(scenario_provider(h, max(8, args.trials // 5), rng=rng))
     finally:
