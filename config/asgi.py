@@ -18,14 +18,18 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from config.routing import websocket_urlpatterns  # noqa: E402
 from dashboard.origin import SameOriginValidator  # noqa: E402
+from garden.request_ids import WebsocketRequestIds  # noqa: E402
 
 # Both checks, in every mode: the Host must be one of ALLOWED_HOSTS, and the Origin must be the
 # site itself (or a trusted origin) — so another site cannot open a room over the owner's cookie.
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        # Outermost: a refused socket is said in the access log too (garden/request_ids.py).
+        "websocket": WebsocketRequestIds(
+            AllowedHostsOriginValidator(
+                SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+            )
         ),
     }
 )

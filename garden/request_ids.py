@@ -75,6 +75,64 @@ class RequestIdMiddleware:
         )
 
 
+class WebsocketRequestIds:
+    """ASGI, outermost on the websocket route (config/asgi.py): a socket gets a request id as
+    an HTTP request does (its handshake's ``X-Request-ID`` when sane, said back on the accept),
+    every line written for it carries it, and ``garden.access`` says when it is accepted and,
+    at its end, its status (101 accepted, 403 refused before), close code and duration."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        asked = dict(scope.get("headers") or ()).get(b"x-request-id", b"")
+        rid = log_format.sane_request_id(asked.decode("latin-1"))
+        token = log_format.request_id.set(rid)
+        started = time.monotonic()
+        path = scope.get("path", "")
+        state: dict[str, Any] = {"status": 403, "code": None}
+
+        async def receiving() -> dict[str, Any]:
+            message = await receive()
+            if message["type"] == "websocket.disconnect" and state["code"] is None:
+                state["code"] = message.get("code", 1000)
+            return message
+
+        async def sending(message: dict[str, Any]) -> None:
+            if message["type"] == "websocket.accept":
+                headers = [*message.get("headers", ()), (b"x-request-id", rid.encode())]
+                message = {**message, "headers": headers}
+                state["status"] = 101
+                if settings.GARDEN_ACCESS_LOG:
+                    access.info(
+                        "WS %s accepted", path, extra={"method": "WS", "path": path, "status": 101}
+                    )
+            elif message["type"] == "websocket.close" and state["code"] is None:
+                state["code"] = message.get("code", 1000)
+            await send(message)
+
+        try:
+            await self.app(scope, receiving, sending)
+        finally:
+            if settings.GARDEN_ACCESS_LOG:
+                ms = round((time.monotonic() - started) * 1000, 1)
+                access.info(
+                    "WS %s %s closed %s %.1f ms",
+                    path,
+                    state["status"],
+                    state["code"],
+                    ms,
+                    extra={
+                        "method": "WS",
+                        "path": path,
+                        "status": state["status"],
+                        "close_code": state["code"],
+                        "duration_ms": ms,
+                    },
+                )
+            log_format.request_id.reset(token)
+
+
 # --- Celery: the request id travels with the tasks a request sends --------------------------
 
 

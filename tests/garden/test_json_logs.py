@@ -19,13 +19,20 @@ from pathlib import Path
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.http import HttpResponse
+from django.test import Client
 from django.urls import include, path
 
+# Imported before any test: building it sets logging up again (as tests/dashboard does).
+from config.asgi import application
 from garden import log_format
 from garden.services.tokens import token_create
 from groups.models import GroupRequest
 from tests.conftest import wait_for
+from tests.dashboard.helpers import household
 from tests.groups.conftest import make_group
 from tests.groups.test_tracing import Receiver, _environment, _free_port, processes
 from tests.support.processes import spawn
@@ -135,6 +142,35 @@ def test_no_access_line_when_it_is_off(client, access, settings):
     settings.GARDEN_ACCESS_LOG = False
     assert client.get("/fine/").status_code == 200
     assert _access_lines(access) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_websocket_has_a_request_id_and_two_access_lines(access, owner):
+    group = household(owner)
+    client = Client()
+    client.force_login(owner)
+    cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+    async def open_and_close(origin: bytes, rid: bytes):
+        headers = [(b"cookie", cookie.encode()), (b"host", b"testserver"), (b"origin", origin)]
+        socket = WebsocketCommunicator(
+            application, f"/ws/groups/{group.pk}/?{SECRET_QUERY}", headers=headers
+        )
+        socket.scope["headers"].append((b"x-request-id", rid))
+        connected, _ = await socket.connect()
+        await socket.disconnect()
+        return connected
+
+    assert async_to_sync(open_and_close)(b"http://testserver", b"ws-1") is True
+    assert async_to_sync(open_and_close)(b"http://evil.example", b"ws-2") is False
+
+    lines = [(r.getMessage(), r.request_id, r.status) for r in _access_lines(access)]
+    path = f"/ws/groups/{group.pk}/"
+    assert lines[0] == (f"WS {path} accepted", "ws-1", 101)
+    assert lines[1][0].startswith(f"WS {path} 101 closed 1000 ") and lines[1][1:] == ("ws-1", 101)
+    assert lines[2][0].startswith(f"WS {path} 403 closed ") and lines[2][1:] == ("ws-2", 403)
+    assert len(lines) == 3
+    assert all("gdn_not-for-any-log" not in line[0] for line in lines)
 
 
 def _record(message: str, exc: bool = False) -> logging.LogRecord:
