@@ -1,5 +1,4 @@
-"""One Celery beat sends the schedule, however many run (two hosts, a rolling update, the
-embedded default's beat beside a deployment's).
+"""One Celery beat sends the schedule, however many run (two hosts, a rolling update).
 
 The beats share one lease row (garden.models.BeatLease). A beat renews it every
 GARDEN_BEAT_RENEW_SECONDS with one UPDATE that succeeds only when the row names it, names
@@ -7,7 +6,7 @@ nobody, or has lapsed; the lease lasts GARDEN_BEAT_LEASE_SECONDS from the databa
 beats on hosts whose clocks differ agree on it. The beat holding it sends the schedule as
 django-celery-beat's DatabaseScheduler does (the schedule stays in the database, editable in
 the admin); any other sends nothing and asks again at its next renewal. A beat that stops
-warm names nobody, and the next asks take it at once; a beat that dies holds it until it
+warm names nobody, and the next beat to ask takes it; a beat that dies holds it until it
 lapses. Every statement is a single autocommit UPDATE: no session state, so it works behind
 PgBouncer in transaction mode and on the embedded SQLite database alike.
 """
@@ -123,6 +122,9 @@ class LeasedScheduler(DatabaseScheduler):
         try:
             close_old_connections()
             taken = lease_take(holder=self.holder, seconds=self.lease_seconds)
+            if taken and not held:  # the runs the last holder recorded, before sending any
+                self._schedule = self.all_as_schedule()
+                self._heap = None  # rebuilt from them
         except Exception:  # the database away: send nothing until the lease is renewed
             log.warning("beat: the lease cannot be renewed; sending nothing", exc_info=True)
             taken = False
@@ -132,12 +134,10 @@ class LeasedScheduler(DatabaseScheduler):
                 log.warning("beat %s: lost the lease; sending nothing", self.holder)
             self._holds_until = float("-inf")
             return
-        # Measured from before the UPDATE: the row's lease ends no sooner than this.
-        self._holds_until = asked + self.lease_seconds
         if not held:
             log.info("beat %s: holds the lease; sending the schedule", self.holder)
-            self._schedule = self.all_as_schedule()
-            self._heap = None  # rebuilt from the runs just read
+        # Measured from before the UPDATE: the row's lease ends no sooner than this.
+        self._holds_until = asked + self.lease_seconds
 
     def close(self) -> None:
         try:
