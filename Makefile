@@ -26,13 +26,14 @@ demo: $(STAMP)
 # SQLITE_TESTS= skips it.
 #
 # A whole run on the services (no PYTEST_ARGS) also runs $(SPLIT_TESTS) — the dashboard's
-# browser and server tests and the Redis restarts under a served site, which mostly wait on
+# browser and server tests, the Redis restarts and the worker stopped under a served site,
+# which mostly wait on
 # pages, sockets and processes — as a second PostgreSQL run
 # beside the main one, on services of its own (scripts/split_env.py: another database, the next
 # Redis database, its own var/ and cache prefix), so the suite takes about half as long on two
 # cores. Its output follows the main run's; SPLIT_TESTS= keeps everything in the main run.
 SQLITE_TESTS ?= tests/groups
-SPLIT_TESTS ?= tests/dashboard tests/garden/test_redis_outage.py
+SPLIT_TESTS ?= tests/dashboard tests/garden/test_redis_outage.py tests/garden/test_worker_stop.py
 test: $(STAMP)
 	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
 	  export GARDEN_CACHE_PREFIX=$$(basename $$GARDEN_VAR_DIR) && \

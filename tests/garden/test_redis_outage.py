@@ -10,8 +10,6 @@ sweeper's seven), and the next websocket handshake and push succeed."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
@@ -24,9 +22,8 @@ from bench.seeding import build_group
 from garden.services.tokens import token_create
 from groups.models import GroupRequest
 from tests.garden import test_web_connections as served
-from tests.mcp_server import free_port
-from tests.support.processes import ROOT
 from tests.support.redis_servers import redis_stack
+from tests.support.served_site import served_site
 from tests.support.websocket import WebSocket
 from tests.support.workers import wait_for
 
@@ -41,11 +38,6 @@ web_env = served.web_env
 # Redis comes back this long after it went away; the request must be done a minute after.
 DOWN_FOR = 3.0
 RECOVERY_BOUND = 60.0
-
-
-def _spawn(command: list[str], env: dict[str, str], log: str) -> subprocess.Popen:
-    out = open(log, "w")
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 @pytest.fixture(params=["plain", "tls", "sentinel"])
@@ -65,62 +57,8 @@ def site(request, tmp_path, web_env) -> Iterator[dict]:
             GARDEN_WORKER_BEAT_SECONDS="2",
             GARDEN_LOG_LEVEL="WARNING",
         )
-        port = free_port()
-        procs = {
-            "web": _spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "config.asgi:application",
-                ],
-                env,
-                str(tmp_path / "web.log"),
-            )
-        }
-        for name in ("w1", "w2"):
-            procs[name] = _spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "--pool=threads",
-                    "--concurrency=2",
-                    "-n",
-                    f"{name}@%h",
-                    "--loglevel=warning",
-                ],
-                env,
-                str(tmp_path / f"{name}.log"),
-            )
-        base = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            try:
-                return httpx.get(f"{base}/readyz", timeout=5).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        try:
-            wait_for(ready, timeout=60, interval=0.2)
-            yield {"base": base, "port": port, "redis": server, "procs": procs, "logs": tmp_path}
-        finally:
-            for proc in procs.values():
-                proc.terminate()
-            for proc in procs.values():
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            for name in procs:  # shown when the test fails
-                print(f"--- {name}\n" + (tmp_path / f"{name}.log").read_text()[-4000:])
+        with served_site(tmp_path / "site", env) as served:
+            yield {"base": served.base, "port": served.port, "redis": server, "procs": served.procs}
 
 
 @pytest.fixture
