@@ -148,3 +148,22 @@ def configure(config: dict[str, Any]) -> None:
     Celery sets its own logging up."""
     logging.config.dictConfig(config)
     logging.captureWarnings(True)
+    _fields_on_every_record()
+
+
+def _fields_on_every_record() -> None:
+    """Every record gets ``context()``'s fields as it is made, whichever handlers it meets:
+    Celery replaces the root's handlers (and with them the console's ContextFilter), and a
+    record read by another handler (Sentry's, a test's) must say its request too."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "garden_context", False):
+        return
+
+    def record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        made = make(*args, **kwargs)
+        for key, value in context().items():
+            setattr(made, key, value)
+        return made
+
+    record.garden_context = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(record)
