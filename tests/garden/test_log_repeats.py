@@ -51,16 +51,26 @@ class OneLine(logging.Formatter):
 @pytest.fixture
 def console():
     """What the console handler settings.LOGGING installed on the root logger writes, one
-    record a line."""
+    record a line. Its repeat bound starts afresh (a copy of the console's, same limit and
+    window): an earlier test's call site whose window ends during this one would otherwise
+    write its summary line here."""
     (handler,) = [h for h in logging.getLogger().handlers if h.get_name() == "console"]
     out = io.StringIO()
     previous, formatter = handler.setStream(out), handler.formatter
+    bounds = [f for f in handler.filters if isinstance(f, RepeatFilter)]
+    fresh = [RepeatFilter(limit=f.limit, window=f.window) for f in bounds]
+    for old, new in zip(bounds, fresh, strict=True):
+        handler.removeFilter(old)
+        handler.addFilter(new)
     handler.setFormatter(OneLine())
     try:
         yield out
     finally:
         handler.setStream(previous)
         handler.setFormatter(formatter)
+        for old, new in zip(bounds, fresh, strict=True):
+            handler.removeFilter(new)
+            handler.addFilter(old)
 
 
 @pytest.mark.parametrize(
