@@ -19,11 +19,11 @@ demo: $(STAMP)
 
 # Each run gets its own var/ (broker files, SQLite test database, locks), so two runs on one
 # machine never consume each other's tasks. When the suite runs on PostgreSQL, the step
-# machinery's tests ($(SQLITE_TESTS): the group loop and the 1:1 loop) also run on the embedded
-# default that `make demo` and `make run` use (SQLite, the filesystem broker, no Redis), beside
-# the main run: both mostly wait on workers and sockets, so together they take about as long as
-# the main run alone. Its output follows the main run's; either failing fails `make test`.
-# SQLITE_TESTS= skips it.
+# machinery's tests ($(SQLITE_TESTS): the group loop and the 1:1 loop, approvals, Stop,
+# rollover, retries, the critical writes' ORM form, costs, search and export) also run on the
+# embedded default that `make demo` and `make run` use (SQLite, the filesystem broker, no
+# Redis), beside the main run. Its output follows the main run's; either failing fails
+# `make test`. SQLITE_TESTS=tests/groups runs every group test there; SQLITE_TESTS= skips it.
 #
 # A whole run on the services (no PYTEST_ARGS) also runs $(SPLIT_TESTS) — the dashboard's
 # browser and server tests, the Redis restarts and the worker stopped under a served site,
@@ -32,7 +32,9 @@ demo: $(STAMP)
 # beside the main one, on services of its own (scripts/split_env.py: another database, the next
 # Redis database, its own var/ and cache prefix), so the suite takes about half as long on two
 # cores. Its output follows the main run's; SPLIT_TESTS= keeps everything in the main run.
-SQLITE_TESTS ?= tests/groups
+SQLITE_TESTS ?= $(addprefix tests/groups/test_,$(addsuffix .py,loop loop_budget one_to_one \
+  agent_conversations approvals stopped_turns memory_rollover task_retries statements costs \
+  search export steps_in_place))
 SPLIT_TESTS ?= tests/dashboard tests/garden/test_redis_outage.py tests/garden/test_worker_stop.py
 test: $(STAMP)
 	@export GARDEN_VAR_DIR=$$(mktemp -d -t garden-test-XXXXXX) && \
@@ -64,7 +66,7 @@ test: $(STAMP)
 	  fi; \
 	  if [ -n "$$lite" ]; then \
 	    wait; lite_status=$$(cat "$$lite/status"); \
-	    echo "== $(SQLITE_TESTS) on the embedded default (SQLite, no Redis), $$(cat "$$lite/seconds") s =="; \
+	    echo "== $(words $(SQLITE_TESTS)) test files on the embedded default (SQLite, no Redis), $$(cat "$$lite/seconds") s =="; \
 	    if [ "$$lite_status" = 0 ]; then tail -n 1 "$$lite/log"; else cat "$$lite/log"; status=1; fi; \
 	    rm -rf "$$lite"; \
 	  fi; \

@@ -26,7 +26,7 @@ GROUP_OPERATIONS = {
     "/api/groups/{group_id}/archive": {"post"},
 }
 HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
-FUZZ_SECONDS = int(os.environ.get("GARDEN_FUZZ_SECONDS", "60"))
+FUZZ_SECONDS = int(os.environ.get("GARDEN_FUZZ_SECONDS", "30"))
 
 
 def generate_schema() -> dict:
@@ -173,7 +173,7 @@ def test_fuzzing_every_api_operation_finds_no_server_error(
     config.write_text("\n".join(lines) + "\n")
 
     executable = Path(sys.executable).with_name("schemathesis")
-    # Bounded: at most 20 generated cases per operation, a 60 s budget for the whole run
+    # Bounded: at most 20 generated cases per operation, a 30 s budget for the whole run
     # (which schemathesis fills, repeating fuzzing), a fixed seed, one request at a time.
     command = [
         str(executable),

@@ -128,7 +128,9 @@ class Receiver:
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     @property

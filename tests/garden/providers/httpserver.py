@@ -80,7 +80,9 @@ class ScriptedServer:
         self._stopping = threading.Event()
         self._httpd = _Server((host, port), _KeepAliveHandler if keep_alive else _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     @property
