@@ -223,6 +223,10 @@ GARDEN_MAX_ROOM_CAP_CHARS = env.int("GARDEN_MAX_ROOM_CAP_CHARS", default=400_000
 GARDEN_MAX_AGENTS_PER_OWNER = env.int("GARDEN_MAX_AGENTS_PER_OWNER", default=100)
 GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER = env.int("GARDEN_MAX_MODEL_ACCOUNTS_PER_OWNER", default=20)
 GARDEN_MAX_TOKENS_PER_OWNER = env.int("GARDEN_MAX_TOKENS_PER_OWNER", default=20)
+# A person is in at most GARDEN_MAX_TEAM_WORKSPACES_PER_PERSON team workspaces (besides their
+# own) when they make another, and a team workspace has at most GARDEN_MAX_PEOPLE_PER_WORKSPACE.
+GARDEN_MAX_TEAM_WORKSPACES_PER_PERSON = env.int("GARDEN_MAX_TEAM_WORKSPACES_PER_PERSON", default=10)
+GARDEN_MAX_PEOPLE_PER_WORKSPACE = env.int("GARDEN_MAX_PEOPLE_PER_WORKSPACE", default=200)
 # Every access token expires: after the days its owner chose, at most GARDEN_TOKEN_MAX_DAYS,
 # or GARDEN_TOKEN_DEFAULT_DAYS when they chose none. Making one needs the current password.
 GARDEN_TOKEN_DEFAULT_DAYS = env.int("GARDEN_TOKEN_DEFAULT_DAYS", default=90)

@@ -6,6 +6,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.models import Group as AuthGroup
+from django.db.models import Count
 from django.utils import timezone
 
 from garden.errors import ServiceError
@@ -21,6 +22,8 @@ from garden.models import (
     PageVisit,
     TokenBudget,
     WorkerBeat,
+    Workspace,
+    WorkspaceMember,
 )
 from garden.selectors import account_key_status
 from garden.services.accounts import model_account_check
@@ -301,3 +304,83 @@ class TokenBudgetAdmin(admin.ModelAdmin):
     search_fields = ["owner__username"]
     raw_id_fields = ["owner"]
     fields = ["owner", "per_minute", "per_day"]
+
+
+class WorkspaceMemberFormSet(forms.BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        kept = [
+            form.cleaned_data
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        if not any(data.get("role") == WorkspaceMember.Role.ADMIN for data in kept):
+            raise forms.ValidationError(
+                "A workspace keeps at least one admin: make another person admin first."
+            )
+
+
+class WorkspaceMemberInline(admin.TabularInline):
+    model = WorkspaceMember
+    formset = WorkspaceMemberFormSet
+    fk_name = "workspace"
+    fields = ["user", "role", "approver", "added_by", "added_at"]
+    readonly_fields = ["added_by", "added_at"]
+    raw_id_fields = ["user"]
+    extra = 0
+    min_num = 1
+
+    # A personal workspace is its person's alone: its one membership is shown, never changed.
+    def _team(self, obj) -> bool:
+        return obj is None or obj.kind == Workspace.Kind.TEAM
+
+    def has_add_permission(self, request, obj=None):
+        return self._team(obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return self._team(obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._team(obj) and super().has_delete_permission(request, obj)
+
+
+@admin.register(Workspace)
+class WorkspaceAdmin(admin.ModelAdmin):
+    """Workspaces and their people. Staff make team workspaces here (with at least one admin);
+    a person's own workspace is made with them and keeps them alone."""
+
+    list_display = ["name", "kind", "personal_for", "people", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["name", "members__user__username"]
+    inlines = [WorkspaceMemberInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(people_count=Count("members"))
+
+    @admin.display(description="People", ordering="people_count")
+    def people(self, workspace: Workspace) -> int:
+        return workspace.people_count
+
+    def get_fields(self, request, obj=None):
+        return ["name"] if obj is None else ["name", "kind", "personal_for", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [] if obj is None else ["kind", "personal_for", "created_at"]
+
+    def has_delete_permission(self, request, obj=None):
+        # A person's own workspace goes with them, not before.
+        personal = obj is not None and obj.kind == Workspace.Kind.PERSONAL
+        return not personal and super().has_delete_permission(request, obj)
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            obj.kind = Workspace.Kind.TEAM
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request, form, formset, change):
+        for membership in formset.save(commit=False):
+            if membership.pk is None:
+                membership.added_by = request.user
+            membership.save()
+        for gone in formset.deleted_objects:
+            gone.delete()

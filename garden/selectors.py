@@ -1,4 +1,5 @@
-"""Reads. Every selector that takes a user returns only that user's rows."""
+"""Reads. Every selector that takes a user returns only that user's rows (or, for workspaces,
+the ones they are in)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,20 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import JSONField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, JSONField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.functional import SimpleLazyObject
 
 from garden import credentials
-from garden.models import Agent, Conversation, McpServer, Message, ModelAccount
+from garden.models import (
+    Agent,
+    Conversation,
+    McpServer,
+    Message,
+    ModelAccount,
+    Workspace,
+    WorkspaceMember,
+)
 from garden.providers.types import AccountConfig, CredentialError
 
 
@@ -141,3 +150,46 @@ def account_key_status(account: ModelAccount) -> dict[str, Any]:
 
 def mcp_server_list(*, owner: AbstractBaseUser) -> QuerySet[McpServer]:
     return McpServer.objects.filter(owner=owner)
+
+
+# What each role may do in a workspace: ``read`` its rows, ``write`` (rooms, agents, groups),
+# ``manage`` (people, accounts and keys, budgets), ``approve`` (decide its approvals; a member
+# or viewer may when given the approver right).
+WORKSPACE_RIGHTS: dict[str, frozenset[str]] = {
+    WorkspaceMember.Role.ADMIN: frozenset({"read", "write", "manage", "approve"}),
+    WorkspaceMember.Role.MEMBER: frozenset({"read", "write"}),
+    WorkspaceMember.Role.VIEWER: frozenset({"read"}),
+}
+
+
+def workspace_list(*, user: AbstractBaseUser) -> QuerySet[Workspace]:
+    """The workspaces the person is in, their own first, each with their ``role`` and
+    ``approver`` right and its ``member_count``."""
+    mine = WorkspaceMember.objects.filter(workspace=OuterRef("pk"), user=user)
+    return (
+        Workspace.objects.filter(members__user=user)
+        .annotate(
+            role=Subquery(mine.values("role")[:1]),
+            approver=Subquery(mine.values("approver")[:1]),
+            member_count=Count("members", distinct=True),
+        )
+        .order_by("kind", "name", "id")  # "personal" sorts before "team": their own first
+    )
+
+
+def workspace_membership(*, user: AbstractBaseUser, workspace_id: int) -> WorkspaceMember | None:
+    """The person's place in the workspace, or None: another workspace reads as no such one."""
+    return (
+        WorkspaceMember.objects.filter(user=user, workspace_id=workspace_id)
+        .select_related("workspace")
+        .first()
+    )
+
+
+def workspace_may(membership: WorkspaceMember | None, right: str) -> bool:
+    """Whether the membership carries ``right`` (see WORKSPACE_RIGHTS); no membership, none."""
+    if membership is None:
+        return False
+    if right == "approve" and membership.approver:
+        return True
+    return right in WORKSPACE_RIGHTS.get(membership.role, frozenset())

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import artifacts, mcp, views
+from . import artifacts, mcp, views, workspaces
 
 urlpatterns = [
     path("model-accounts", views.ModelAccountListCreateApi.as_view(), name="model-accounts"),
@@ -31,6 +31,17 @@ urlpatterns = [
         "mcp-servers/<int:server_id>/refresh",
         mcp.McpServerRefreshApi.as_view(),
         name="mcp-server-refresh",
+    ),
+    path("workspaces", workspaces.WorkspaceListCreateApi.as_view(), name="workspaces"),
+    path(
+        "workspaces/<int:workspace_id>/members",
+        workspaces.WorkspaceMemberListCreateApi.as_view(),
+        name="workspace-members",
+    ),
+    path(
+        "workspaces/<int:workspace_id>/members/<int:user_id>",
+        workspaces.WorkspaceMemberDetailApi.as_view(),
+        name="workspace-member",
     ),
     path("artifacts", artifacts.ArtifactListApi.as_view(), name="artifacts"),
     path("artifacts/<int:artifact_id>", artifacts.ArtifactDetailApi.as_view(), name="artifact"),

@@ -1,5 +1,6 @@
 """garden's core rows: model accounts, agents, conversations, messages and artifacts, the
-workers' beats, the beat's lease, personal access tokens and owners' token budgets."""
+workers' beats, the beat's lease, personal access tokens, owners' token budgets, and the
+workspaces people share."""
 
 from garden.models.agents import Agent, ModelAccount
 from garden.models.beat import BeatLease
@@ -10,6 +11,7 @@ from garden.models.memory import Artifact, AttachmentData, MemoryNote, PageVisit
 from garden.models.runs import Goal, Run
 from garden.models.tokens import AccessToken
 from garden.models.workers import WorkerBeat
+from garden.models.workspaces import Workspace, WorkspaceMember
 
 __all__ = [
     "AccessToken",
@@ -27,4 +29,6 @@ __all__ = [
     "Run",
     "TokenBudget",
     "WorkerBeat",
+    "Workspace",
+    "WorkspaceMember",
 ]
