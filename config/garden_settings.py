@@ -227,6 +227,13 @@ GARDEN_MAX_TOKENS_PER_OWNER = env.int("GARDEN_MAX_TOKENS_PER_OWNER", default=20)
 # own) when they make another, and a team workspace has at most GARDEN_MAX_PEOPLE_PER_WORKSPACE.
 GARDEN_MAX_TEAM_WORKSPACES_PER_PERSON = env.int("GARDEN_MAX_TEAM_WORKSPACES_PER_PERSON", default=10)
 GARDEN_MAX_PEOPLE_PER_WORKSPACE = env.int("GARDEN_MAX_PEOPLE_PER_WORKSPACE", default=200)
+# An invitation's link works once, for GARDEN_INVITATION_DAYS unless its admin chose otherwise
+# (at most GARDEN_INVITATION_MAX_DAYS); a workspace has at most this many open at once.
+GARDEN_INVITATION_DAYS = env.int("GARDEN_INVITATION_DAYS", default=7)
+GARDEN_INVITATION_MAX_DAYS = env.int("GARDEN_INVITATION_MAX_DAYS", default=30)
+GARDEN_MAX_OPEN_INVITATIONS_PER_WORKSPACE = env.int(
+    "GARDEN_MAX_OPEN_INVITATIONS_PER_WORKSPACE", default=50
+)
 # Every access token expires: after the days its owner chose, at most GARDEN_TOKEN_MAX_DAYS,
 # or GARDEN_TOKEN_DEFAULT_DAYS when they chose none. Making one needs the current password.
 GARDEN_TOKEN_DEFAULT_DAYS = env.int("GARDEN_TOKEN_DEFAULT_DAYS", default=90)

@@ -3,7 +3,8 @@
 Staff keep the ordinary /admin/. This site registers no models; its pages are the roster, the
 agents page, an agent's page, the model accounts, the tools (MCP servers), the access tokens,
 the webhooks, the documents, usage and cost, the Telegram link, notifications, search and a
-group's room, all reads scoped to the signed-in owner.
+group's room, all reads scoped to the signed-in owner; and, open to anyone, the page an
+invitation's link opens.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest
 from django.urls import URLPattern, path, reverse
 
-from dashboard.views import records, rooms, roster, search, settings_pages
+from dashboard.views import join, records, rooms, roster, search, settings_pages
 
 
 class DashboardSite(admin.AdminSite):
@@ -45,8 +46,19 @@ class DashboardSite(admin.AdminSite):
 
         return super().admin_view(on_this_site, cacheable)
 
+    def public_view(self, view):
+        """A page of this site for anyone, signed in or not (an invitation's link)."""
+
+        def on_this_site(request: HttpRequest, *args, **kwargs):
+            request.current_app = self.name
+            request.dashboard_site = self
+            return view(request, *args, **kwargs)
+
+        return on_this_site
+
     def get_urls(self) -> list[URLPattern]:
         own = [
+            path("join/<str:secret>/", self.public_view(join.join), name="join"),
             path("agents/", self.admin_view(roster.agents), name="agents"),
             path("agents/<int:agent_id>/", self.admin_view(roster.agent_detail), name="agent"),
             path(

@@ -23,6 +23,7 @@ from garden.models import (
     TokenBudget,
     WorkerBeat,
     Workspace,
+    WorkspaceInvitation,
     WorkspaceMember,
 )
 from garden.selectors import account_key_status
@@ -384,3 +385,42 @@ class WorkspaceAdmin(admin.ModelAdmin):
             membership.save()
         for gone in formset.deleted_objects:
             gone.delete()
+
+
+@admin.register(WorkspaceInvitation)
+class WorkspaceInvitationAdmin(admin.ModelAdmin):
+    """Invitations admins made, for staff to read and withdraw (the links themselves are never
+    kept: only their hash)."""
+
+    list_display = [
+        "workspace",
+        "email",
+        "username",
+        "role",
+        "invited_by",
+        "expires_at",
+        "used_at",
+        "used_by",
+        "revoked_at",
+    ]
+    list_filter = [
+        ("used_at", admin.EmptyFieldListFilter),
+        ("revoked_at", admin.EmptyFieldListFilter),
+    ]
+    search_fields = ["workspace__name", "email", "username"]
+    readonly_fields = [*list_display, "approver", "created_at"]
+    fields = readonly_fields
+    actions = ["withdraw"]
+
+    @admin.action(description="Withdraw the selected invitations")
+    def withdraw(self, request, queryset) -> None:
+        withdrawn = queryset.filter(used_at__isnull=True, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        self.message_user(request, f"Withdrew {withdrawn} invitation(s).")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -43,6 +43,17 @@ urlpatterns = [
         workspaces.WorkspaceMemberDetailApi.as_view(),
         name="workspace-member",
     ),
+    path(
+        "workspaces/<int:workspace_id>/invitations",
+        workspaces.WorkspaceInvitationListCreateApi.as_view(),
+        name="workspace-invitations",
+    ),
+    path(
+        "workspaces/<int:workspace_id>/invitations/<int:invitation_id>",
+        workspaces.WorkspaceInvitationDetailApi.as_view(),
+        name="workspace-invitation",
+    ),
+    path("invitations/accept", workspaces.InvitationAcceptApi.as_view(), name="invitation-accept"),
     path("artifacts", artifacts.ArtifactListApi.as_view(), name="artifacts"),
     path("artifacts/<int:artifact_id>", artifacts.ArtifactDetailApi.as_view(), name="artifact"),
 ]

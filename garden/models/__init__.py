@@ -11,7 +11,7 @@ from garden.models.memory import Artifact, AttachmentData, MemoryNote, PageVisit
 from garden.models.runs import Goal, Run
 from garden.models.tokens import AccessToken
 from garden.models.workers import WorkerBeat
-from garden.models.workspaces import Workspace, WorkspaceMember
+from garden.models.workspaces import Workspace, WorkspaceInvitation, WorkspaceMember
 
 __all__ = [
     "AccessToken",
@@ -30,5 +30,6 @@ __all__ = [
     "TokenBudget",
     "WorkerBeat",
     "Workspace",
+    "WorkspaceInvitation",
     "WorkspaceMember",
 ]

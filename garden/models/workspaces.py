@@ -82,3 +82,44 @@ class WorkspaceMember(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.workspace} ({self.role})"
+
+
+class WorkspaceInvitation(models.Model):
+    """An admin's invitation into a team workspace, for one email address (someone who may
+    not have an account yet) or one username. Its link carries a secret of which only the
+    SHA-256 is kept; it works once, until ``expires_at``, unless revoked."""
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(blank=True)
+    username = models.CharField(max_length=150, blank=True)
+    role = models.CharField(
+        max_length=10, choices=WorkspaceMember.Role.choices, default=WorkspaceMember.Role.MEMBER
+    )
+    approver = models.BooleanField(default=False)
+    secret_hash = models.CharField(max_length=64, unique=True, editable=False)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(email="") & ~Q(username="")) | (~Q(email="") & Q(username="")),
+                name="invitation_names_one_person",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email or self.username} to {self.workspace}"

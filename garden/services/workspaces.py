@@ -1,14 +1,24 @@
-"""Workspaces and the people in them: a person's own workspace, team workspaces, and who is
-in one with which role. Every change is a named refusal or done whole."""
+"""Workspaces and the people in them: a person's own workspace, team workspaces, who is in one
+with which role, and the invitations that bring people in. Every change is a named refusal or
+done whole."""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from garden.errors import QuotaExceeded, ServiceError, not_found
-from garden.models import Workspace, WorkspaceMember
+from garden.models import Workspace, WorkspaceInvitation, WorkspaceMember
 from garden.models.workspaces import WORKSPACE_NAME_MAX_CHARS
 from garden.quotas import quota_hold
 
@@ -170,3 +180,181 @@ def workspace_member_remove(*, workspace: Workspace, user: AbstractBaseUser) -> 
     membership = _membership_locked(workspace, user)
     _keep_an_admin(membership)
     membership.delete()
+
+
+# Invitations. The link's secret is 256 random bits; only its SHA-256 is kept, so a leaked
+# database cannot be turned into working links and a guessed one names nothing.
+INVITATION_PREFIX = "gdi_"
+
+
+@dataclass(frozen=True)
+class MadeInvitation:
+    invitation: WorkspaceInvitation
+    secret: str  # shown to the admin who made it, once, as the link
+
+
+def invitation_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@transaction.atomic
+def invitation_create(
+    *,
+    workspace: Workspace,
+    by: AbstractBaseUser,
+    email: str = "",
+    username: str = "",
+    role: str = Role.MEMBER,
+    approver: bool = False,
+    expires_in_days: int | None = None,
+) -> MadeInvitation:
+    """Invite one person, by email address or by username, into a team workspace."""
+    _team(workspace)
+    _check_role(role)
+    email, username = (email or "").strip().lower(), (username or "").strip()
+    if bool(email) == bool(username):
+        raise ServiceError(
+            "INVITATION_NAMES_ONE",
+            "Invite one person: by email address or by username, not both.",
+            field="email",
+        )
+    days = expires_in_days or settings.GARDEN_INVITATION_DAYS
+    if not 1 <= days <= settings.GARDEN_INVITATION_MAX_DAYS:
+        raise ServiceError(
+            "INVITATION_DAYS",
+            f"An invitation lasts 1 to {settings.GARDEN_INVITATION_MAX_DAYS} days.",
+            field="expires_in_days",
+        )
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    limit = settings.GARDEN_MAX_OPEN_INVITATIONS_PER_WORKSPACE
+    if invitations_open(workspace=workspace).count() >= limit:
+        raise QuotaExceeded(
+            "INVITATION_LIMIT",
+            f"This workspace has {limit} open invitations, the limit on this site; revoke one "
+            "or wait for them to be used or to expire.",
+        )
+    secret = INVITATION_PREFIX + secrets.token_urlsafe(32)
+    invitation = WorkspaceInvitation.objects.create(
+        workspace=workspace,
+        email=email,
+        username=username,
+        role=role,
+        approver=approver,
+        secret_hash=invitation_hash(secret),
+        invited_by=by,
+        expires_at=timezone.now() + timedelta(days=days),
+    )
+    return MadeInvitation(invitation=invitation, secret=secret)
+
+
+def invitations_open(*, workspace: Workspace):
+    return WorkspaceInvitation.objects.filter(
+        workspace=workspace,
+        used_at__isnull=True,
+        revoked_at__isnull=True,
+        expires_at__gt=timezone.now(),
+    )
+
+
+def invitation_revoke(*, invitation: WorkspaceInvitation) -> None:
+    WorkspaceInvitation.objects.filter(
+        pk=invitation.pk, used_at__isnull=True, revoked_at__isnull=True
+    ).update(revoked_at=timezone.now())
+
+
+def _usable_locked(secret: str) -> WorkspaceInvitation:
+    """The invitation the secret opens, locked for this transaction, or its refusal by name."""
+    invitation = (
+        WorkspaceInvitation.objects.select_for_update()
+        .select_related("workspace")
+        .filter(secret_hash=invitation_hash(secret or ""))
+        .first()
+    )
+    if invitation is None:
+        raise ServiceError(
+            "INVITATION_INVALID",
+            "This invitation link is not one this site made: ask for a new one.",
+            status=404,
+        )
+    if invitation.used_at is not None:
+        raise ServiceError(
+            "INVITATION_USED", "This invitation has been used: ask for a new one.", status=409
+        )
+    if invitation.revoked_at is not None:
+        raise ServiceError(
+            "INVITATION_REVOKED", "This invitation was withdrawn: ask for a new one.", status=410
+        )
+    if invitation.expires_at <= timezone.now():
+        raise ServiceError(
+            "INVITATION_EXPIRED", "This invitation has expired: ask for a new one.", status=410
+        )
+    return invitation
+
+
+def invitation_peek(*, secret: str) -> WorkspaceInvitation:
+    """The invitation the secret opens, if it still may be used (for the page that shows it)."""
+    with transaction.atomic():
+        return _usable_locked(secret)
+
+
+def _take(invitation: WorkspaceInvitation, user: AbstractBaseUser) -> WorkspaceMember:
+    membership = workspace_member_add(
+        workspace=invitation.workspace,
+        user=user,
+        role=invitation.role,
+        approver=invitation.approver,
+        by=invitation.invited_by,
+    )
+    invitation.used_at = timezone.now()
+    invitation.used_by = user
+    invitation.save(update_fields=["used_at", "used_by"])
+    return membership
+
+
+@transaction.atomic
+def invitation_accept(*, secret: str, user: AbstractBaseUser) -> WorkspaceMember:
+    """A signed-in person takes up an invitation meant for them: once, before it expires."""
+    invitation = _usable_locked(secret)
+    mine = (
+        invitation.username == user.get_username()
+        if invitation.username
+        else invitation.email == (getattr(user, "email", "") or "").strip().lower()
+    )
+    if not mine:
+        raise ServiceError(
+            "INVITATION_NOT_YOURS",
+            "This invitation is for someone else: sign in as the person it names.",
+            status=403,
+        )
+    return _take(invitation, user)
+
+
+@transaction.atomic
+def invitation_sign_up(*, secret: str, username: str, password: str) -> WorkspaceMember:
+    """A new person, invited by email address, makes their account and joins in one step;
+    the site's password rules apply."""
+    invitation = _usable_locked(secret)
+    if not invitation.email:
+        raise ServiceError(
+            "INVITATION_NEEDS_SIGN_IN",
+            "This invitation names an account: sign in as it to join.",
+            status=403,
+        )
+    User = get_user_model()
+    username = (username or "").strip()
+    try:
+        User.username_validator(username)
+    except ValidationError as exc:
+        raise ServiceError("USERNAME_INVALID", " ".join(exc.messages), field="username") from exc
+    if not username or len(username) > 150:
+        raise ServiceError("USERNAME_INVALID", "Choose a username.", field="username")
+    if User.objects.filter(username__iexact=username).exists():
+        raise ServiceError("USERNAME_TAKEN", "That username is taken.", field="username")
+    user = User(username=username, email=invitation.email)
+    try:
+        validate_password(password, user)
+    except ValidationError as exc:
+        raise ServiceError("PASSWORD_WEAK", " ".join(exc.messages), field="password") from exc
+    user.set_password(password)
+    user.save()
+    return _take(invitation, user)
