@@ -4,7 +4,6 @@ done whole."""
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,6 +20,7 @@ from garden.errors import QuotaExceeded, ServiceError, not_found
 from garden.models import Workspace, WorkspaceInvitation, WorkspaceMember
 from garden.models.workspaces import WORKSPACE_NAME_MAX_CHARS
 from garden.quotas import quota_hold
+from garden.services.tokens import token_hash
 
 Role = WorkspaceMember.Role
 
@@ -193,10 +193,6 @@ class MadeInvitation:
     secret: str  # shown to the admin who made it, once, as the link
 
 
-def invitation_hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
 @transaction.atomic
 def invitation_create(
     *,
@@ -240,7 +236,7 @@ def invitation_create(
         username=username,
         role=role,
         approver=approver,
-        secret_hash=invitation_hash(secret),
+        secret_hash=token_hash(secret),
         invited_by=by,
         expires_at=timezone.now() + timedelta(days=days),
     )
@@ -267,7 +263,7 @@ def _usable_locked(secret: str) -> WorkspaceInvitation:
     invitation = (
         WorkspaceInvitation.objects.select_for_update()
         .select_related("workspace")
-        .filter(secret_hash=invitation_hash(secret or ""))
+        .filter(secret_hash=token_hash(secret or ""))
         .first()
     )
     if invitation is None:

@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from garden.models import WorkspaceInvitation, WorkspaceMember
-from garden.services.workspaces import invitation_hash, workspace_create, workspace_member_add
+from garden.services.tokens import token_hash
+from garden.services.workspaces import workspace_create, workspace_member_add
 from tests.support.api import sign_in
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +53,7 @@ def test_an_invitation_by_username_is_taken_up_once_by_that_person(alice, bob, t
         "alice",
     )
     stored = WorkspaceInvitation.objects.get(pk=made["id"])
-    assert stored.secret_hash == invitation_hash(secret) and secret not in stored.secret_hash
+    assert stored.secret_hash == token_hash(secret) and secret not in stored.secret_hash
 
     carol = get_user_model().objects.create_user(username="carol", password="pw-carol-123")
     refused = sign_in(carol).post("/api/invitations/accept", {"secret": secret})
