@@ -35,7 +35,7 @@ _open: Counter[int] = Counter()
 def _owns(user: Any, group_id: int) -> bool:
     if not (user and user.is_authenticated and user.is_active):
         return False
-    return group_get(owner=user, group_id=group_id) is not None
+    return group_get(person=user, group_id=group_id) is not None
 
 
 @database_sync_to_async
@@ -44,7 +44,7 @@ def _roster_groups(user: Any) -> list[int] | None:
         return None
     # An agent's own room too: its agent's state on the roster follows its 1:1 work.
     return [
-        *group_list(owner=user).values_list("pk", flat=True),
+        *group_list(person=user).values_list("pk", flat=True),
         *solo_rooms(owner=user).values_list("pk", flat=True),
     ]
 
@@ -129,8 +129,9 @@ class _OwnersSocket(AsyncJsonWebsocketConsumer):
         """The page only listens; anything it sends is ignored."""
 
     async def garden_close(self, message: dict[str, Any]) -> None:
-        """Signed out, deactivated or a new password: this socket's session is over."""
-        await self.close(code=SIGNED_OUT)
+        """Signed out, deactivated or a new password: this socket's session is over; or what
+        the person may reach changed (``code`` REACH_CHANGED): the page reconnects."""
+        await self.close(code=message.get("code", SIGNED_OUT))
 
 
 class GroupConsumer(_OwnersSocket):

@@ -1,7 +1,8 @@
 """What follows a change to a person's account, wherever it is made (the admin, a management
 command, a service): a new password revokes their access tokens and closes their room
 sockets; deactivation stops their groups' requests, disables their missions and closes their
-sockets; signing out closes that session's sockets. Connected in DashboardConfig.ready()."""
+sockets; signing out closes that session's sockets; leaving a workspace has their sockets checked
+again. Connected in DashboardConfig.ready()."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 
-from dashboard.sockets import close_session_sockets, close_user_sockets
+from dashboard.sockets import close_session_sockets, close_user_sockets, recheck_user_sockets
+from garden.models import WorkspaceMember
 from garden.services.tokens import token_revoke_all
 from groups.models import Group, GroupRequest
 from groups.services.requests import request_stop_active
@@ -72,6 +74,13 @@ def user_deactivated(*, user_id: int) -> None:
     close_user_sockets(user_id=user_id)
 
 
+def _left_workspace(sender: Any, instance: WorkspaceMember, **kwargs: Any) -> None:
+    """A person left a workspace or was removed from it: their open sockets are checked
+    again once that is committed, so its rooms stop reaching them within a second."""
+    user_id = instance.user_id
+    transaction.on_commit(lambda: recheck_user_sockets(user_id=user_id))
+
+
 def _signed_out(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     session_key = getattr(getattr(request, "session", None), "session_key", None)
     if session_key:
@@ -83,3 +92,6 @@ def connect() -> None:
     pre_save.connect(_remember_was_active, sender=user_model, dispatch_uid="garden-user-was")
     post_save.connect(_after_account_saved, sender=user_model, dispatch_uid="garden-user-saved")
     user_logged_out.connect(_signed_out, dispatch_uid="garden-signed-out")
+    post_delete.connect(
+        _left_workspace, sender=WorkspaceMember, dispatch_uid="garden-left-workspace"
+    )

@@ -23,9 +23,16 @@ class AgentFaceOutput(serializers.Serializer):
 
 
 class SpeakerOutput(serializers.Serializer):
-    """Who said a turn: the owner, garden, or an agent (with its face)."""
+    """Who said a turn: a person (the owner, or — in a room of a team workspace — whoever of
+    its people posted it), garden, or an agent (with its face)."""
 
     kind = serializers.ChoiceField(choices=Message.SpeakerKind.values, source="speaker_kind")
+    person = serializers.IntegerField(
+        source="author_id",
+        allow_null=True,
+        help_text="The person who said a person's turn (their user id); null on agents', "
+        "garden's and on turns said before people were recorded.",
+    )
     agent = serializers.IntegerField(source="speaker_agent_id", allow_null=True)
     handle = serializers.CharField(source="speaker_agent.handle", allow_null=True)
     name = serializers.SerializerMethodField()
@@ -35,7 +42,10 @@ class SpeakerOutput(serializers.Serializer):
     def get_name(self, message: Message) -> str:
         if message.speaker_agent_id:
             return message.speaker_agent.name
-        return "You" if message.speaker_kind == Message.SpeakerKind.OWNER else "garden"
+        if message.speaker_kind != Message.SpeakerKind.OWNER:
+            return "garden"
+        author = message.author if message.author_id else None
+        return (author.get_short_name() or author.get_username()) if author else "You"
 
 
 class MessageOutput(serializers.Serializer):

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, JSONField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, JSONField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.functional import SimpleLazyObject
 
@@ -65,7 +65,7 @@ def message_list(
 ) -> QuerySet[Message]:
     return (
         Message.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
-        .select_related("speaker_agent")
+        .select_related("speaker_agent", "author")
         .order_by("seq")[:limit]
     )
 
@@ -193,3 +193,14 @@ def workspace_may(membership: WorkspaceMember | None, right: str) -> bool:
     if right == "approve" and membership.approver:
         return True
     return right in WORKSPACE_RIGHTS.get(membership.role, frozenset())
+
+
+def workspaces_where(*, user: AbstractBaseUser, right: str) -> QuerySet[WorkspaceMember]:
+    """The ids of the workspaces in which the person has ``right``, as a subquery."""
+    roles = [role for role, rights in WORKSPACE_RIGHTS.items() if right in rights]
+    found = WorkspaceMember.objects.filter(user=user, role__in=roles)
+    if right == "approve":
+        found = WorkspaceMember.objects.filter(user=user).filter(
+            Q(role__in=roles) | Q(approver=True)
+        )
+    return found.values("workspace_id")

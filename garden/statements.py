@@ -34,6 +34,7 @@ TURN_INSERTED = (
     "step",
     "created_at",
     "stopped_at",
+    "author",
 )
 
 

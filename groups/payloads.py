@@ -234,6 +234,14 @@ class GroupOutput(serializers.Serializer):
     coordinator = AgentFaceOutput()
     members = serializers.SerializerMethodField()
     room_cap_chars = serializers.IntegerField()
+    workspace = serializers.IntegerField(
+        source="workspace_id",
+        allow_null=True,
+        help_text="The workspace whose people share the room; null: only its owner's.",
+    )
+    owner = serializers.CharField(
+        source="owner.get_username", help_text="Whose agents and accounts it runs on."
+    )
     memory_sentence = serializers.SerializerMethodField()
     created_at = serializers.DateTimeField()
     archived_at = serializers.DateTimeField(allow_null=True)

@@ -181,12 +181,14 @@ def _check_arguments(spec: ToolSpec, arguments: Any) -> dict[str, Any] | None:
 
 
 def _group_of(agent: Agent, group_id: int):
-    # Only the maker's own owner's groups exist for it; deleted ones do not exist at all.
-    return selectors.group_get(owner=agent.owner, group_id=group_id)
+    # Only its owner's own groups exist for the maker (not those of a team it is in);
+    # deleted ones do not exist at all.
+    group = selectors.group_get(person=agent.owner, group_id=group_id, right="write")
+    return group if group is not None and group.owner_id == agent.owner_id else None
 
 
 def _group_result(group) -> dict[str, Any]:
-    group = selectors.group_get(owner=group.owner, group_id=group.pk) or group
+    group = selectors.group_get(person=group.owner, group_id=group.pk) or group
     members = getattr(group, "ordered_memberships", None)
     if members is None:
         members = group.memberships.select_related("agent").order_by("position", "id")

@@ -1,4 +1,5 @@
-"""Reads of groups. Every selector takes the owner and returns only that owner's groups."""
+"""Reads of groups. Every selector takes the person (or the owner) and returns only the groups
+they may reach: those of their workspaces (by role) and their own."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from django.db.models.functions import Cast, Coalesce, Length, TruncDate
 from garden.errors import is_row_id
 from garden.models import Agent, AttachmentData, Conversation, MemoryNote, Message
 from garden.pricing import PLACES
+from garden.selectors import workspaces_where
 from groups.models import (
     Approval,
     CallReservation,
@@ -43,28 +45,43 @@ ROOM_PAGE = 500
 
 def _with_members(qs: QuerySet[Group]) -> QuerySet[Group]:
     ordered = Membership.objects.select_related("agent").order_by("position", "id")
-    return qs.select_related("coordinator").prefetch_related(
+    return qs.select_related("coordinator", "owner").prefetch_related(
         Prefetch("memberships", queryset=ordered, to_attr="ordered_memberships")
     )
 
 
-def group_list(*, owner: AbstractBaseUser) -> QuerySet[Group]:
-    """The owner's roster: neither deleted nor archived."""
+def groups_reachable(*, person: AbstractBaseUser, right: str = "read") -> QuerySet[Group]:
+    """The groups ``person`` has ``right`` in (garden.selectors.WORKSPACE_RIGHTS): those of
+    the workspaces they are in with that right, and — outside any workspace — their own."""
+    return Group.objects.filter(
+        Q(workspace__in=workspaces_where(user=person, right=right))
+        | Q(workspace__isnull=True, owner=person)
+    )
+
+
+def group_may(person: AbstractBaseUser, group: Group, right: str) -> bool:
+    """Whether ``person`` has ``right`` in ``group`` (see ``groups_reachable``)."""
+    return groups_reachable(person=person, right=right).filter(pk=group.pk).exists()
+
+
+def group_list(*, person: AbstractBaseUser) -> QuerySet[Group]:
+    """The person's roster: the groups of their workspaces, neither deleted nor archived."""
     return _with_members(
-        Group.objects.filter(
-            owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True, archived_at__isnull=True
+        groups_reachable(person=person).filter(
+            kind=Group.Kind.TEAM, deleted_at__isnull=True, archived_at__isnull=True
         )
     )
 
 
-def group_get(*, owner: AbstractBaseUser, group_id: int) -> Group | None:
-    """One of the owner's groups by id; archived ones still read, deleted ones do not, and an
-    agent's own room is not a group (it is reached through its conversations)."""
+def group_get(*, person: AbstractBaseUser, group_id: int, right: str = "read") -> Group | None:
+    """One of the person's groups by id (one they have ``right`` in); archived ones still
+    read, deleted ones do not, and an agent's own room is not a group (it is reached through
+    its conversations)."""
     if not is_row_id(group_id):
         return None
     return _with_members(
-        Group.objects.filter(
-            owner=owner, kind=Group.Kind.TEAM, deleted_at__isnull=True, pk=group_id
+        groups_reachable(person=person, right=right).filter(
+            kind=Group.Kind.TEAM, deleted_at__isnull=True, pk=group_id
         )
     ).first()
 
@@ -97,7 +114,7 @@ def room_messages(*, conversation: Conversation, after: int = 0) -> list[Message
         last = seq
     if last is None:
         return []
-    return list(turns.filter(seq__lte=last).select_related("speaker_agent"))
+    return list(turns.filter(seq__lte=last).select_related("speaker_agent", "author"))
 
 
 def _requests(group: Group | None, conversation: Conversation | None) -> QuerySet[GroupRequest]:
@@ -154,6 +171,21 @@ def solo_room_of(*, conversation: Conversation) -> Group | None:
     return Group.objects.filter(kind=Group.Kind.SOLO, coordinator_id=conversation.agent_id).first()
 
 
+def approvals_decidable(*, person: AbstractBaseUser) -> QuerySet[Approval]:
+    """The approvals ``person`` may decide: those of the groups of the workspaces where they
+        approve (an admin, or one given the approver right), those of the requests they posted
+    where they still may post,
+        and — outside any workspace (an agent's own room) — their own."""
+    return Approval.objects.filter(
+        Q(group__workspace__in=workspaces_where(user=person, right="approve"))
+        | Q(
+            request__message__author=person,
+            group__workspace__in=workspaces_where(user=person, right="write"),
+        )
+        | Q(owner=person, group__workspace__isnull=True)
+    )
+
+
 def approval_list(
     *,
     owner: AbstractBaseUser,
@@ -161,12 +193,12 @@ def approval_list(
     conversation_id: int | None = None,
     limit: int = 200,
 ):
-    """The owner's approvals (of live groups and kept history), oldest first; ``status`` and
+    """The approvals ``owner`` may decide (``approvals_decidable``: one inbox across their
+    workspaces), of live groups and kept history, oldest first; ``status`` and
     ``conversation_id`` filter. Approvals of cleared history are decided and detached: they
     answer a decision, not the list."""
-    approvals = Approval.objects.filter(owner=owner, conversation__isnull=False).select_related(
-        "agent", "request"
-    )
+    approvals = approvals_decidable(person=owner).filter(conversation__isnull=False)
+    approvals = approvals.select_related("agent", "request")
     if status:
         approvals = approvals.filter(status=status)
     if conversation_id is not None:

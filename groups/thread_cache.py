@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from garden.models import Agent, Message
 from garden.providers.types import Block
@@ -37,6 +38,7 @@ _COLUMNS = (
     "kind",
     "addressed_agent_id",
     "reply_to_call_id",
+    "author_id",
 )
 
 
@@ -51,6 +53,7 @@ class _Row:
     kind: str
     addressed_agent_id: int | None
     reply_to_call_id: str | None
+    author_id: int | None
     # About how many bytes the row holds (its text and arguments, plus the row itself).
     size: int = field(default=0, compare=False)
 
@@ -74,7 +77,7 @@ _lock = threading.Lock()
 _ROW_OVERHEAD = 400
 
 
-def _row(pk, seq, request, speaker, agent, body, kind, addressed, reply) -> _Row:
+def _row(pk, seq, request, speaker, agent, body, kind, addressed, reply, author) -> _Row:
     return _Row(
         pk,
         seq,
@@ -85,8 +88,16 @@ def _row(pk, seq, request, speaker, agent, body, kind, addressed, reply) -> _Row
         kind,
         addressed,
         reply or None,
+        author,
         _weight(body),
     )
+
+
+def person_names(ids: set[int]) -> dict[int, str]:
+    """The usernames of the people ``ids`` (unique, with no spaces: no person's name in the
+    room can be made to read as another's); a deleted person's turns keep no name."""
+    users = get_user_model()
+    return dict(users.objects.filter(pk__in=ids).values_list("pk", users.USERNAME_FIELD))
 
 
 def _weight(body: list[dict[str, Any]]) -> int:
@@ -163,6 +174,7 @@ def remember(conversation_id: int, messages: Sequence[Message]) -> None:
             m.kind,
             m.addressed_agent_id,
             m.reply_to_call_id,
+            m.author_id,
         )
         for m in messages
         if m.kind != Message.Kind.ACTIVITY
@@ -219,6 +231,7 @@ class _View:
     up_to: int
     handles: dict[int, str]  # the room's members, as given
     named: dict[int, str]  # those and any other speaker read since
+    people: dict[int, str]  # the names of the people who said its person turns
     rows_seen: int
     last_row: _Row | None
     current: int  # the request the last row belongs to
@@ -259,7 +272,7 @@ def transcript(
     extended = _extend(view, rows, up_to_request, handles) if view else None
     if extended is None:
         extended = _extend(
-            _View(up_to_request, dict(handles), dict(handles), 0, None, 0, (0, 0), []),
+            _View(up_to_request, dict(handles), dict(handles), {}, 0, None, 0, (0, 0), []),
             rows,
             up_to_request,
             handles,
@@ -288,6 +301,10 @@ def _extend(view: _View, rows: list[_Row], up_to: int, handles: dict[int, str]) 
             **named,
             **dict(Agent.objects.filter(pk__in=missing).values_list("pk", "handle")),
         }
+    people = view.people
+    unnamed = {r.author_id for r in fresh if r.author_id} - people.keys()
+    if unnamed:
+        people = {**people, **person_names(unnamed)}
     # A rolled-over thread starts with its summary turn (kind "summary"), so the summary
     # the thread carries reaches the models through the transcript itself.
     turns = view.turns + [
@@ -296,6 +313,7 @@ def _extend(view: _View, rows: list[_Row], up_to: int, handles: dict[int, str]) 
             speaker_kind=row.speaker_kind,
             speaker_agent_id=row.speaker_agent_id,
             speaker_handle=named.get(row.speaker_agent_id) if row.speaker_agent_id else None,
+            speaker_person=people.get(row.author_id) if row.author_id else None,
             content=row.content,
             kind=row.kind,
             addressed_agent_id=row.addressed_agent_id,
@@ -307,6 +325,7 @@ def _extend(view: _View, rows: list[_Row], up_to: int, handles: dict[int, str]) 
         up_to=up_to,
         handles=view.handles,
         named=named,
+        people=people,
         rows_seen=len(rows),
         last_row=rows[-1] if rows else None,
         current=current,

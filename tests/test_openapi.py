@@ -97,6 +97,8 @@ def test_the_schema_covers_every_api_route_and_the_group_operations():
         "coordinator",
         "members",
         "room_cap_chars",
+        "workspace",
+        "owner",
         "memory_sentence",
         "created_at",
         "archived_at",

@@ -27,7 +27,7 @@ from groups.services.requests import solo_room_for
 
 
 def _group_or_404(request: HttpRequest, group_id: int) -> Group:
-    group = group_get(owner=request.user, group_id=group_id)
+    group = group_get(person=request.user, group_id=group_id)
     if group is None:
         raise Http404("No such group.")
     return group
@@ -64,7 +64,10 @@ def _room_data(
                 model_account__provider=ModelAccount.Provider.SCRIPTED,
             ).values_list("pk", flat=True)
         ),
-        "owner": {"name": request.user.get_short_name() or request.user.get_username()},
+        "owner": {
+            "id": request.user.pk,
+            "name": request.user.get_short_name() or request.user.get_username(),
+        },
         "urls": {
             "api": api,
             # The room's history as a download (?format=markdown|json).

@@ -23,7 +23,7 @@ def roster(request: HttpRequest) -> HttpResponse:
     purge_due_groups_on_read(owner=request.user)
     agents = list(agent_list(owner=request.user))
     concierge = next((a for a in agents if a.builtin == Agent.Builtin.CONCIERGE), None)
-    groups = list(group_list(owner=request.user))
+    groups = list(group_list(person=request.user))
     states = selectors.group_states(group_ids=[g.pk for g in groups])
     busy = selectors.agent_states(owner=request.user)
     for agent in agents:

@@ -149,7 +149,7 @@ def webhooks(request: HttpRequest) -> HttpResponse:
             endpoints=endpoints,
             disabled=[e for e in endpoints if not e.enabled],
             events=WEBHOOK_EVENTS,
-            groups=group_list(owner=request.user),
+            groups=group_list(person=request.user),
             limit=settings.GARDEN_MAX_WEBHOOKS_PER_OWNER,
         ),
     )

@@ -86,6 +86,19 @@ class Message(models.Model):
     speaker_agent = models.ForeignKey(
         Agent, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # The person who said an owner turn, set by server code from the signed-in session or
+    # token (never from text): a room of a team workspace names each person by it. No
+    # database constraint (adding one would scan the table); deleting a person clears it, and
+    # garden 0026 indexes it concurrently.
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        db_index=False,
+        db_constraint=False,
+        related_name="+",
+    )
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TURN)
     content = models.JSONField(default=list)
     in_reply_to = models.ForeignKey(

@@ -102,10 +102,12 @@ def message_append(
     step: int | None = None,
     stopped_at: datetime | None = None,
     channel: str | None = None,
+    author: AbstractBaseUser | None = None,
 ) -> Message:
     """Append one turn with the next seq and push it after commit.
 
-    ``channel`` overrides the event channel (groups push to the group's channel).
+    ``channel`` overrides the event channel (groups push to the group's channel); ``author``
+    is the signed-in person who said an owner turn (trusted metadata, never from text).
     """
     message = Message(
         conversation_id=conversation_id,
@@ -119,6 +121,7 @@ def message_append(
         reply_to_call_id=reply_to_call_id,
         step=step,
         stopped_at=stopped_at,
+        author=author,
     )
     return messages_append(conversation_id=conversation_id, messages=[message], channel=channel)[0]
 

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from garden.api.errors import ErrorOutput, not_found_response
 from garden.errors import ServiceError, not_found
 from garden.selectors import conversation_get
-from groups.api.requests import owned_group
+from groups.api.requests import reachable_group
 from groups.export.documents import json_chunks, markdown_chunks
 from groups.export.history import conversation_export, group_history_export
 from groups.export.records import FORMATS, ExportRecord, collect
@@ -228,7 +228,7 @@ class GroupExportApi(APIView):
     )
     def get(self, request: Request, group_id: int) -> HttpResponse:
         fmt = export_format(request)
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         export = group_history_export(owner=request.user, group=group)
         return download(export, fmt=fmt, name=f"{group.name}-group-{group.pk}")
 

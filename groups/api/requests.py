@@ -10,6 +10,7 @@ from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers, status
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,11 +36,20 @@ from groups.services.memory import memory_import_private_note
 from groups.services.requests import request_cancel, request_create, request_stop_active
 
 
-def owned_group(request: Request, group_id: int) -> Group:
-    """The person's group ``group_id``; another owner's, or a deleted one, is NOT_FOUND."""
-    group = selectors.group_get(owner=request.user, group_id=group_id)
+def reachable_group(request: Request, group_id: int) -> Group:
+    """The group ``group_id`` of one of the person's workspaces. A group they cannot read (of
+    another workspace, or deleted) is NOT_FOUND; a change by someone who may only read it
+    (a viewer) is 403 WORKSPACE_ROLE."""
+    group = selectors.group_get(person=request.user, group_id=group_id)
     if group is None:
         raise not_found("group")
+    if request.method not in SAFE_METHODS and not selectors.group_may(request.user, group, "write"):
+        raise ServiceError(
+            "WORKSPACE_ROLE",
+            "You may read this group's room but not change it: a viewer of its workspace "
+            "reads only.",
+            status=403,
+        )
     return group
 
 
@@ -201,7 +211,7 @@ class GroupMessagesApi(APIView):
         responses={200: RoomOutput, **REFUSED},
     )
     def get(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         after = max(0, int_param(request, "after") or 0)
         wanted = int_param(request, "conversation")
         conversation = selectors.room_conversation(group=group, conversation_id=wanted)
@@ -223,15 +233,21 @@ class GroupMessagesApi(APIView):
         responses={202: RequestPostedOutput, 429: ErrorOutput, **REFUSED},
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         text, uploads, webhook = room_message(request)
-        return posted(request_create(group=group, text=text, attachments=uploads, webhook=webhook))
+        return posted(
+            request_create(
+                group=group, text=text, attachments=uploads, webhook=webhook, author=request.user
+            )
+        )
 
 
 class GroupRequestDetailApi(APIView):
     @extend_schema(responses={200: RequestOutput, **REFUSED})
     def get(self, request: Request, group_id: int, request_id: int) -> Response:
-        found = selectors.request_get(group=owned_group(request, group_id), request_id=request_id)
+        found = selectors.request_get(
+            group=reachable_group(request, group_id), request_id=request_id
+        )
         if found is None:
             raise not_found("request")
         return Response(request_payload(found, workers_alive=workers_alive()))
@@ -279,7 +295,9 @@ class GroupRequestCostsApi(APIView):
     @extend_schema(responses={200: RequestCostsOutput, **REFUSED})
     def get(self, request: Request, group_id: int, request_id: int) -> Response:
         """What the request's calls took and cost, per member."""
-        found = selectors.request_get(group=owned_group(request, group_id), request_id=request_id)
+        found = selectors.request_get(
+            group=reachable_group(request, group_id), request_id=request_id
+        )
         if found is None:
             raise not_found("request")
         return request_costs(found)
@@ -289,14 +307,14 @@ class GroupRequestCancelApi(APIView):
     @extend_schema(request=None, responses={200: RequestOutput, 409: ErrorOutput, **REFUSED})
     def post(self, request: Request, group_id: int, request_id: int) -> Response:
         """Cancel a request that has not started (a started one is stopped with Stop)."""
-        cancelled = request_cancel(group=owned_group(request, group_id), request_id=request_id)
+        cancelled = request_cancel(group=reachable_group(request, group_id), request_id=request_id)
         return Response(request_payload(cancelled))
 
 
 class GroupStopApi(APIView):
     @extend_schema(request=None, responses={200: StoppedOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         stopped = request_stop_active(group=group, reason="Stopped by the owner.")
         return Response({"stopped": request_payload(stopped) if stopped else None})
 
@@ -391,7 +409,7 @@ class GroupMemoryOutput(serializers.Serializer):
 class GroupMemoryApi(APIView):
     @extend_schema(responses={200: GroupMemoryOutput, **REFUSED})
     def get(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         notes = selectors.group_memory(group=group)
         return Response(
             GroupMemoryOutput({"memory_sentence": MEMORY_SENTENCE, "notes": notes}).data
@@ -401,7 +419,7 @@ class GroupMemoryApi(APIView):
 class GroupMemoryImportApi(APIView):
     @extend_schema(request=MemoryImportInput, responses={201: NoteOutput, **REFUSED})
     def post(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         data = MemoryImportInput(data=request.data)
         data.is_valid(raise_exception=True)
         note = memory_import_private_note(

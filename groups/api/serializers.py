@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from garden.errors import MAX_ID
+
 MAX_MEMBERS_LISTED = 50
 
 
@@ -28,6 +30,15 @@ class GroupCreateInput(serializers.Serializer):
         allow_null=True,
         default=None,
         help_text="An agent id among the members; without it Concierge coordinates and joins.",
+    )
+    workspace = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="A workspace you may write in, whose people share the room (by their "
+        "roles); without it, your own.",
     )
     room_cap_chars = serializers.IntegerField(
         required=False,

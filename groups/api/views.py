@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from garden.api.errors import FORBIDDEN, INVALID, ErrorOutput, not_found_response
 from groups import selectors
-from groups.api.requests import owned_group
+from groups.api.requests import reachable_group
 from groups.api.serializers import (
     GroupChangeInput,
     GroupClearedOutput,
@@ -37,7 +37,7 @@ _NOT_FOUND = not_found_response("group")
 
 
 def _group_response(request: Request, group_id: int, status_code: int = 200) -> Response:
-    return Response(group_payload(owned_group(request, group_id)), status=status_code)
+    return Response(group_payload(reachable_group(request, group_id)), status=status_code)
 
 
 class GroupListCreateApi(APIView):
@@ -49,7 +49,7 @@ class GroupListCreateApi(APIView):
     )
     def get(self, request: Request) -> Response:
         purge_due_groups_on_read(owner=request.user)
-        return Response([group_payload(g) for g in selectors.group_list(owner=request.user)])
+        return Response([group_payload(g) for g in selectors.group_list(person=request.user)])
 
     @extend_schema(
         tags=TAGS,
@@ -95,7 +95,7 @@ class GroupDetailApi(APIView):
         "in is checked.",
     )
     def patch(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         data = GroupChangeInput(data=request.data)
         data.is_valid(raise_exception=True)
         group_update(group=group, **data.validated_data)
@@ -108,7 +108,7 @@ class GroupDetailApi(APIView):
         description="Stop the group's work and delete it, with a minute to undo.",
     )
     def delete(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         undo_until = group_delete(group=group)
         return Response(GroupDeletedOutput({"undoUntil": undo_until}).data)
 
@@ -145,7 +145,7 @@ class GroupClearApi(APIView):
         "group, its members, its coordinator and its memory stay.",
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         count = group_clear(group=group)
         return Response(GroupClearedOutput({"conversations": count}).data)
 
@@ -161,6 +161,6 @@ class GroupArchiveApi(APIView):
         description="The room leaves the roster and keeps its transcript.",
     )
     def post(self, request: Request, group_id: int) -> Response:
-        group = owned_group(request, group_id)
+        group = reachable_group(request, group_id)
         group_archive(group=group)
         return _group_response(request, group_id)

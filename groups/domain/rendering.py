@@ -65,8 +65,17 @@ def speaker_label(turn: Turn, handles: dict[int, str]) -> str:
 ToolNames = dict[tuple[int | None, str], str]
 
 
-def room_blocks(turn: Turn, handles: dict[int, str], tool_names: ToolNames) -> list[Block]:
-    """Render a turn as attributed user-side blocks, noting the names of its tool calls."""
+def person_prefix(turn: Turn) -> str:
+    """How a person's turn starts in a room several people speak in: their username, marked
+    as a person's (a username has no spaces or brackets, so no text can imitate it)."""
+    return f"{turn.speaker_person or 'the owner'} (person): "
+
+
+def room_blocks(
+    turn: Turn, handles: dict[int, str], tool_names: ToolNames, *, people: bool = False
+) -> list[Block]:
+    """Render a turn as attributed user-side blocks, noting the names of its tool calls;
+    with ``people`` (more than one person has spoken), each person's text is attributed."""
     label = speaker_label(turn, handles)
     owner = turn.speaker_kind == "owner"
     kind = turn.kind
@@ -79,6 +88,8 @@ def room_blocks(turn: Turn, handles: dict[int, str], tool_names: ToolNames) -> l
     elif kind == "coordination" and turn.addressed_agent_id is not None:
         addressed = handles.get(turn.addressed_agent_id, f"agent-{turn.addressed_agent_id}")
         prefix = f"{label} said to @{addressed}: "
+    elif owner and people:
+        prefix = person_prefix(turn)
     elif owner:
         # The owner is the one unprefixed voice; the system framing says so.
         prefix = ""
@@ -108,18 +119,19 @@ def room_blocks(turn: Turn, handles: dict[int, str], tool_names: ToolNames) -> l
 
 
 def rendered_blocks(
-    turn: Turn, handles: dict[int, str], key: tuple, tool_names: ToolNames
+    turn: Turn, handles: dict[int, str], key: tuple, tool_names: ToolNames, *, people: bool = False
 ) -> list[Block]:
     """``room_blocks`` of ``turn``, kept on the turn for the same handles when it holds no
     tool result (the one block whose rendering depends on the turns before it); the names
     of its tool calls are noted either way."""
+    key = (key, people)
     kept = turn.rendered.get(key)
     if kept is not None:
         for block in turn.content:
             if isinstance(block, ToolCall):
                 tool_names[(turn.speaker_agent_id, block.id)] = block.name
         return kept
-    blocks = room_blocks(turn, handles, tool_names)
+    blocks = room_blocks(turn, handles, tool_names, people=people)
     if not any(isinstance(b, ToolResult) for b in turn.content):
         turn.rendered[key] = blocks
     return blocks

@@ -41,6 +41,9 @@ class Turn:
     kind: str = "turn"
     addressed_agent_id: int | None = None
     reply_to_call_id: str | None = None
+    # The username of the person who said a person turn (trusted metadata, like the speaker):
+    # once more than one person has spoken in the room, each such turn is attributed by it.
+    speaker_person: str | None = None
     # How the turn reads as room context, by the room's handles (see
     # ``groups.domain.rendering.rendered_blocks``), and the least room it takes when bounded
     # (``groups.domain.bounding.least_chars``): a turn kept from step to step is rendered and

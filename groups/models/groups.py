@@ -36,6 +36,17 @@ class Group(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_groups"
     )
+    # The workspace whose people share the room (its roles say who reads, posts and approves);
+    # null only for an agent's own room, which its 1:1 conversations reach. Indexed
+    # concurrently by groups 0010, which also gives every existing group its owner's own.
+    workspace = models.ForeignKey(
+        "garden.Workspace",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        db_index=False,
+        related_name="groups",
+    )
     name = models.CharField(max_length=100)
     coordinator = models.ForeignKey(
         "garden.Agent", on_delete=models.PROTECT, related_name="coordinated_groups"

@@ -39,7 +39,11 @@ from groups.faults import fault_point
 from groups.group_tools import tool_context
 from groups.models import Approval, GroupRequest
 from groups.payloads import approval_event, request_event
-from groups.selectors import approval_trace_context, request_trace_context
+from groups.selectors import (
+    approval_trace_context,
+    approvals_decidable,
+    request_trace_context,
+)
 from groups.services.request_sweep import request_sweep
 from groups.signals import approvals_changed_on_commit
 
@@ -86,8 +90,9 @@ def approval_decide(
         )
     wanted = DECISIONS[decision]
     head = (
-        Approval.objects.filter(pk=approval_id, owner=user)
-        .values("request__group_id", "request_id", "action", "status")
+        approvals_decidable(person=user)
+        .filter(pk=approval_id)
+        .values("request__group_id", "request_id", "action", "status", "owner_id")
         .first()
     )
     if head is None:
@@ -100,7 +105,7 @@ def approval_decide(
     # Changed arguments are checked before any row is locked or transaction opened (a tool of
     # the owner's server is looked up there, and its schema applied within
     # GARDEN_TOOL_SCHEMA_SECONDS): a slow check holds no lock another decision waits on.
-    changed = _changed_arguments(head["action"], proposed, user)
+    changed = _changed_arguments(head["action"], proposed, head["owner_id"])
     with transaction.atomic():
         _, request = lock_order.lock_group_and_request(
             head["request__group_id"], head["request_id"]
@@ -185,7 +190,7 @@ def _proposed_arguments(action: dict | None, arguments: dict[str, Any] | None) -
 
 
 def _changed_arguments(
-    action: dict | None, proposed: dict[str, Any] | None, user: AbstractBaseUser
+    action: dict | None, proposed: dict[str, Any] | None, owner_id: int
 ) -> dict | None:
     """``proposed`` once it passes its tool's schema (400 INVALID_ARGUMENTS, or
     SCHEMA_TOO_SLOW when the schema takes longer than GARDEN_TOOL_SCHEMA_SECONDS to apply).
@@ -194,7 +199,7 @@ def _changed_arguments(
     if proposed is None:
         return None
     name = (action or {}).get("name", "")
-    tool = get_tool(name, owner_id=user.pk)
+    tool = get_tool(name, owner_id=owner_id)
     try:
         problem = (
             "this tool is not available any more"

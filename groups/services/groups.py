@@ -20,9 +20,11 @@ from django.utils import timezone
 
 from garden import events
 from garden.errors import FieldError, QuotaExceeded, ServiceError, is_row_id, not_found
-from garden.models import Agent, Conversation, MemoryNote
+from garden.models import Agent, Conversation, MemoryNote, Workspace
 from garden.quotas import owner_lock, quota_hold
+from garden.selectors import workspace_may, workspace_membership
 from garden.services.attachments import attachments_delete
+from garden.services.workspaces import workspace_personal_ensure
 from groups import lock_order, scheduling, selectors
 from groups.demo import household_finances
 from groups.domain import rules
@@ -110,6 +112,22 @@ def group_create_starter(*, owner: AbstractBaseUser) -> Group:
     return group
 
 
+def _home_workspace(owner: AbstractBaseUser, workspace_id: int | None) -> Workspace:
+    if workspace_id is None:
+        return workspace_personal_ensure(user=owner)
+    membership = workspace_membership(user=owner, workspace_id=workspace_id)
+    if membership is None:
+        raise not_found("workspace", field="workspace")
+    if not workspace_may(membership, "write"):
+        raise ServiceError(
+            "WORKSPACE_ROLE",
+            "A viewer of this workspace cannot make groups in it.",
+            field="workspace",
+            status=403,
+        )
+    return membership.workspace
+
+
 def group_create(
     *,
     owner: AbstractBaseUser,
@@ -117,10 +135,15 @@ def group_create(
     members: Sequence[int],
     coordinator: int | None = None,
     room_cap_chars: int | None = None,
+    workspace: int | None = None,
 ) -> Group:
     """Create a group under the rule set; without a coordinator, Concierge coordinates;
-    without a room cap, the default one."""
+    without a room cap, the default one. Its room is shared with the people of ``workspace``
+    (one the owner may write in: WORKSPACE_NOT_FOUND, WORKSPACE_ROLE) — without it, the
+    owner's own. Its members are the owner's agents, and its calls go on the owner's
+    accounts, whoever posts."""
     members = list(members)
+    home = _home_workspace(owner, workspace)
     concierge = (
         Agent.objects.filter(owner=owner, builtin=Agent.Builtin.CONCIERGE).first()
         if coordinator is None
@@ -143,6 +166,7 @@ def group_create(
         shape = result.shape
         group = Group.objects.create(
             owner=owner,
+            workspace=home,
             name=shape.name,
             coordinator_id=shape.coordinator,
             **({"room_cap_chars": room_cap_chars} if room_cap_chars is not None else {}),

@@ -211,8 +211,10 @@ def request_create(
     source: str = GroupRequest.Source.OWNER,
     attachments: Sequence[Upload] = (),
     webhook: int | None = None,
+    author: AbstractBaseUser | None = None,
 ) -> GroupRequest:
-    """Store the owner's turn and a queued GroupRequest in one transaction; start it after commit.
+    """Store the turn of ``author`` (the person who posted it: a room of a team workspace
+    names them; None for a mission's) and a queued GroupRequest in one transaction; start it after commit.
 
     Mentions route the request: ``@handle`` members contribute in the order named, then the
     coordinator resumes. Unknown or non-member handles are refused and nothing is stored.
@@ -257,6 +259,7 @@ def request_create(
             webhook=webhook_named_check(
                 owner_id=locked.owner_id, group_id=locked.pk, endpoint_id=webhook
             ),
+            author=author,
         )
 
 
@@ -329,6 +332,7 @@ def conversation_request_create(
             webhook=webhook_named_check(
                 owner_id=locked.owner_id, group_id=locked.pk, endpoint_id=webhook
             ),
+            author=owner if source == GroupRequest.Source.OWNER else None,
         )
 
 
@@ -341,8 +345,9 @@ def _request_queued(
     queue: list[dict],
     source: str,
     webhook: int | None = None,
+    author: AbstractBaseUser | None = None,
 ) -> GroupRequest:
-    """The request and the owner's turn in ``conversation``; caller holds FOR UPDATE on the
+    """The request and ``author``'s turn in ``conversation``; caller holds FOR UPDATE on the
     group row ``locked`` and has checked everything but the quotas, which are taken here."""
     # The request's trace starts here, under the HTTP request that posted it: its steps join it.
     traced = telemetry.request_started(group_id=locked.pk, source=source)
@@ -368,6 +373,7 @@ def _request_queued(
         content=content,
         request_id=request.pk,
         channel=channel,
+        author=author,
     )
     request.message = message
     request.save(update_fields=["message"])

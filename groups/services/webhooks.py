@@ -112,7 +112,7 @@ def _check_events(events: Any) -> list[str]:
 def _check_group(owner: AbstractBaseUser, group_id: int | None) -> Group | None:
     if group_id is None:
         return None
-    group = selectors.group_get(owner=owner, group_id=group_id)
+    group = selectors.group_get(person=owner, group_id=group_id, right="write")
     if group is None:
         raise ServiceError("GROUP_NOT_FOUND", "You have no such group.", field="group")
     return group

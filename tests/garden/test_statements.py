@@ -99,6 +99,7 @@ def test_turns_are_written_in_order_with_the_callers_row_update(thread, concierg
             "seq": 2,
             "speaker_kind": "agent",
             "speaker_agent_id": concierge.pk,
+            "author_id": None,
             "kind": "coordination",
             "content": [text_block("Ledger, the rent?")],
             "in_reply_to_id": first.pk,
@@ -113,6 +114,7 @@ def test_turns_are_written_in_order_with_the_callers_row_update(thread, concierg
             "seq": 3,
             "speaker_kind": "garden",
             "speaker_agent_id": None,
+            "author_id": None,
             "kind": "notice",
             "content": [
                 {"type": "tool_result", "call_id": "c1", "content": "ok", "is_error": False}

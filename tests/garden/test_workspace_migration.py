@@ -16,7 +16,7 @@ BEFORE = [("garden", "0022_beat_lease")]
 BACKFILL = importlib.import_module("garden.migrations.0024_personal_workspaces")
 
 
-def _migrate(targets=None):
+def migrate_to(targets=None):
     executor = MigrationExecutor(connection)
     targets = targets or executor.loader.graph.leaf_nodes()
     executor.migrate(targets)
@@ -26,7 +26,7 @@ def _migrate(targets=None):
 @pytest.mark.django_db(transaction=True)
 def test_a_populated_site_moves_into_personal_workspaces(monkeypatch):
     monkeypatch.setattr(BACKFILL, "BATCH", 2)  # five people: three batches
-    old = _migrate(BEFORE)
+    old = migrate_to(BEFORE)
     assert ("garden", "workspace") not in {
         (m._meta.app_label, m._meta.model_name) for m in old.get_models()
     }
@@ -39,7 +39,7 @@ def test_a_populated_site_moves_into_personal_workspaces(monkeypatch):
         owner=people[0], handle="ledger", name="Ledger", model_account=account
     )
 
-    _migrate()
+    migrate_to()
 
     for person in people:
         own = Workspace.objects.get(personal_for_id=person.pk)

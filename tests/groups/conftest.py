@@ -48,6 +48,38 @@ def make_group(
     return group
 
 
+# Ledger's write, which waits for approval in ``writing_group``, and Concierge's ask of it.
+WRITE = {
+    "name": "file.write",
+    "arguments": {"title": "Savings plan", "content": "Save 800 a month."},
+}
+ASK_LEDGER = {
+    "name": "group.ask",
+    "arguments": {"member": "ledger", "request": "Write the plan down."},
+}
+
+
+@pytest.fixture
+def writing_group(group_factory, owner):
+    """Concierge asks Ledger, who writes the plan with file.write, which needs approval."""
+    group = group_factory(
+        concierge_rules=[
+            {"after_tool_result": True, "reply": "The plan is written."},
+            {"reply": {"tool_calls": [ASK_LEDGER]}},
+        ],
+        members={
+            "ledger": [
+                {"after_tool_result": True, "reply": "Saved the plan."},
+                {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}},
+            ]
+        },
+    )
+    Agent.objects.filter(owner=owner, handle="ledger").update(
+        enabled_tools=["file.write"], approval_tools=["file.write"]
+    )
+    return group
+
+
 @pytest.fixture
 def group_factory(owner):
     def build(**kwargs):

@@ -16,36 +16,8 @@ from groups.models import Approval, CallReservation, GroupRequest
 from groups.services.approvals import approval_decide, sweep_stranded
 from groups.services.requests import request_create, request_stop_active
 from tests.conftest import wait_for
+from tests.groups.conftest import ASK_LEDGER, WRITE
 from tests.support.workers import queued_tasks, worker_quiescent
-
-WRITE = {
-    "name": "file.write",
-    "arguments": {"title": "Savings plan", "content": "Save 800 a month."},
-}
-ASK_LEDGER = {
-    "name": "group.ask",
-    "arguments": {"member": "ledger", "request": "Write the plan down."},
-}
-
-
-@pytest.fixture
-def writing_group(group_factory, owner):
-    group = group_factory(
-        concierge_rules=[
-            {"after_tool_result": True, "reply": "The plan is written."},
-            {"reply": {"tool_calls": [ASK_LEDGER]}},
-        ],
-        members={
-            "ledger": [
-                {"after_tool_result": True, "reply": "Saved the plan."},
-                {"reply": {"text": "Writing it.", "tool_calls": [WRITE]}},
-            ]
-        },
-    )
-    Agent.objects.filter(owner=owner, handle="ledger").update(
-        enabled_tools=["file.write"], approval_tools=["file.write"]
-    )
-    return group
 
 
 def ledger_asked(group_factory, owner, calls, *, tools, waiting, after="Done."):

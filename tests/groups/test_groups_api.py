@@ -101,6 +101,8 @@ def test_create_defaults_to_concierge_and_returns_the_group(api, team):
         "coordinator",
         "members",
         "room_cap_chars",
+        "workspace",
+        "owner",
         "memory_sentence",
         "created_at",
         "archived_at",

@@ -190,8 +190,8 @@ def test_another_owners_group_and_a_deleted_group_are_not_found(team, group, str
 def test_the_maker_archives_a_group(team, group, owner):
     result = platform_archive_group(agent=team["father"], arguments={"group_id": group.pk})
     assert result["group"]["archived"] is True
-    assert list(selectors.group_list(owner=owner)) == []
-    assert selectors.group_get(owner=owner, group_id=group.pk) is not None
+    assert list(selectors.group_list(person=owner)) == []
+    assert selectors.group_get(person=owner, group_id=group.pk) is not None
 
 
 @pytest.mark.parametrize("handle", ["concierge", "ledger"])

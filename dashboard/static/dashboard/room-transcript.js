@@ -23,6 +23,8 @@
   const setMembers = (list) => { room.members = new Map(list.map((m) => [m.id, m])); };
   setMembers(data.group.members);
   const scripted = new Set(data.scripted);
+  // The person reading: their own turns say "You", a teammate's their name.
+  const me = data.owner.id;
 
   // The time a turn was said, the full date on hover, written as every page writes dates.
   function stamp(iso) {
@@ -144,7 +146,8 @@
     const speaker = m.speaker;
     const owner = speaker.kind === "owner";
     const kind = owner ? "owner" : speaker.kind === "agent" ? "agent" : "garden";
-    const head = make("div", { className: "turn-head" }, make("span", { className: "speaker", text: speaker.name }));
+    const mine = owner && (speaker.person == null || speaker.person === me);
+    const head = make("div", { className: "turn-head" }, make("span", { className: "speaker", text: mine ? "You" : speaker.name }));
     if (speaker.handle) head.append(" ", make("span", { className: "handle", text: `@${speaker.handle}` }));
     if (speaker.agent && scripted.has(speaker.agent)) {
       head.append(" ", make("span", { className: "tag tag--scripted", text: "scripted", title: "Answers from an offline script, not a model" }));
@@ -157,7 +160,7 @@
     const stamped = stamp(m.created_at);
     if (stamped) head.append(" ", stamped);
     const words = textOf(m);
-    if (words) head.append(" ", copyButton(owner ? "Copy your message" : `Copy ${speaker.name}'s message`, () => words));
+    if (words) head.append(" ", copyButton(mine ? "Copy your message" : `Copy ${speaker.name}'s message`, () => words));
     const body = make("div", { className: "turn-body" });
     if (link.question) {
       body.append(make("a", { className: "reply-link", href: `#${anchor(link.question)}` },
