@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Length, Substr
 
 from garden.errors import is_row_id
@@ -15,6 +15,7 @@ from garden.tools import asks_by_annotations
 from garden.tools.mcp import servers_offered
 from groups.domain.rules import MAKER, MIN_RUNNABLE_MEMBERS
 from groups.models import Approval, Group, GroupRequest
+from groups.selectors import groups_reachable
 
 CANVAS_LIMIT = 50
 # What of a document the Canvas carries in the page: enough to read; the rest is named.
@@ -59,13 +60,20 @@ def group_artifacts(
     )
 
 
+def _reachable_artifact(person: AbstractBaseUser, prefix: str) -> Q:
+    """The person's own artifacts, and those of the groups' rooms their workspaces share."""
+    shared = groups_reachable(person=person).filter(kind=Group.Kind.TEAM)
+    return Q(**{f"{prefix}owner": person}) | Q(**{f"{prefix}conversation__group__in": shared})
+
+
 def attachment_file(*, owner: AbstractBaseUser, artifact_id: int) -> tuple[Artifact, bytes] | None:
     """A file the owner attached and its bytes; None for another owner's, or for an artifact
     that is not an attached file."""
     if not is_row_id(artifact_id):
         return None
     row = (
-        AttachmentData.objects.filter(artifact_id=artifact_id, artifact__owner=owner)
+        AttachmentData.objects.filter(artifact_id=artifact_id)
+        .filter(_reachable_artifact(owner, "artifact__"))
         .select_related("artifact")
         .first()
     )
@@ -90,7 +98,7 @@ def artifact_download(
     A ``.md`` document saved as plain text is Markdown, and is named so."""
     if not is_row_id(artifact_id):
         return None
-    artifact = Artifact.objects.filter(pk=artifact_id, owner=owner).first()
+    artifact = Artifact.objects.filter(_reachable_artifact(owner, ""), pk=artifact_id).first()
     if artifact is None:
         return None
     stored = AttachmentData.objects.filter(artifact=artifact).first()

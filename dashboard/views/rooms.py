@@ -114,7 +114,7 @@ def room(request: HttpRequest, group_id: int) -> HttpResponse:
             candidates=candidates,
             member_ids=[a.pk for a in members],
             artifacts=selectors.canvas_versions(
-                selectors.group_artifacts(owner=request.user, group=group)
+                selectors.group_artifacts(owner=group.owner, group=group)
             ),
             visits=room_visits(owner=request.user, group_id=group.pk),
             attachment_accept=ACCEPT,
@@ -259,7 +259,7 @@ def canvas(request: HttpRequest, group_id: int) -> HttpResponse:
         "dashboard/_canvas_list.html",
         {
             "artifacts": selectors.canvas_versions(
-                selectors.group_artifacts(owner=request.user, group=group)
+                selectors.group_artifacts(owner=group.owner, group=group)
             ),
             "visits": room_visits(owner=request.user, group_id=group.pk),
         },

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q
 from django.utils import timezone
@@ -42,6 +43,7 @@ _TURN_FIELDS = (
     "request_id",
     "addressed_agent_id",
     "created_at",
+    "author_id",
 )
 
 
@@ -64,17 +66,27 @@ class _Reader:
             )
         }
         self.referenced: set[int] = set()
+        # The names of the people who said turns, when someone other than the owner did (a
+        # room of a team workspace), read once each.
+        self.people: dict[int, str] = {owner.pk: self.owner_name}
 
     def agent(self, agent_id: int) -> Speaker:
         return self.agents.get(agent_id) or Speaker(
             kind="agent", name=f"Agent {agent_id}", agent_id=agent_id
         )
 
-    def speaker(self, kind: str, agent_id: int | None) -> Speaker:
+    def person(self, user_id: int) -> str:
+        if user_id not in self.people:
+            user = get_user_model().objects.filter(pk=user_id).first()
+            self.people[user_id] = person_name(user) if user else "A former member"
+        return self.people[user_id]
+
+    def speaker(self, kind: str, agent_id: int | None, author_id: int | None = None) -> Speaker:
         if agent_id is not None:
             return self.agent(agent_id)
         if kind == Message.SpeakerKind.OWNER:
-            return Speaker(kind=kind, name=self.owner_name)
+            name = self.person(author_id) if author_id else self.owner_name
+            return Speaker(kind=kind, name=name)
         return Speaker(kind=kind, name="garden")
 
     def turn(self, row: dict[str, Any]) -> TurnRecord:
@@ -116,7 +128,7 @@ class _Reader:
             seq=row["seq"],
             at=row["created_at"],
             kind=row["kind"],
-            speaker=self.speaker(row["speaker_kind"], row["speaker_agent_id"]),
+            speaker=self.speaker(row["speaker_kind"], row["speaker_agent_id"], row["author_id"]),
             text="\n".join(texts),
             tool_calls=tuple(calls),
             tool_results=tuple(results),

@@ -342,3 +342,43 @@ def test_a_member_watches_live_an_outsider_is_refused_and_removal_closes_the_soc
     assert created[0]["speaker"]["person"] == people["alice"].pk
     assert closed == {"type": "websocket.close", "code": 4000}
     assert reconnected == {"type": "websocket.close", "code": 4403}
+
+
+def test_the_rooms_files_canvas_and_export_are_the_workspaces_and_name_each_person(
+    people, team_group
+):
+    from django.test import Client
+
+    from garden.attachments import Upload
+    from garden.models import Artifact
+    from groups.services.requests import request_create
+    from tests.groups.helpers import png_bytes
+
+    request_create(
+        group=team_group,
+        text="The chart.",
+        attachments=[Upload("chart.png", png_bytes())],
+        author=people["alice"],
+    )
+    picture = Artifact.objects.get(conversation__group=team_group)
+    file_url = f"/dashboard/artifacts/{picture.pk}/file"
+
+    def browser(name):
+        client = Client()
+        client.force_login(people[name])
+        return client
+
+    assert browser("carol").get(file_url).status_code == 200  # a viewer of its workspace
+    assert browser("dave").get(file_url).status_code == 404
+    assert b"chart.png" in browser("bob").get(f"/dashboard/groups/{team_group.pk}/canvas").content
+
+    sign_in(people["bob"]).post(f"/api/groups/{team_group.pk}/messages", {"text": "And mine."})
+    document = sign_in(people["carol"]).get(f"/api/groups/{team_group.pk}/export").json()
+    said = [
+        (t["speaker"]["name"], t["text"])
+        for c in document["conversations"]
+        for t in c["turns"]
+        if t["speaker"]["kind"] == "owner"
+    ]
+    assert said == [(people["alice"].username, "The chart."), ("bob", "And mine.")]
+    assert sign_in(people["dave"]).get(f"/api/groups/{team_group.pk}/export").status_code == 404

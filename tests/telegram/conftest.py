@@ -13,8 +13,11 @@ import pytest
 
 # The group of the approvals tests: Concierge asks Ledger to write the plan, and Ledger's
 # file.write needs approval.
-from tests.groups.conftest import group_factory  # noqa: F401  (a fixture)
-from tests.groups.test_approvals import WRITE, writing_group  # noqa: F401  (WRITE, a fixture)
+from tests.groups.conftest import (  # noqa: F401  (WRITE, a fixture)
+    WRITE,
+    group_factory,
+    writing_group,
+)
 from tests.telegram.botapi import FakeBotApi
 
 TOKEN = "123456789:AAtest-token-never-logged_0123456789"
